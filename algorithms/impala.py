@@ -1,0 +1,213 @@
+"""IMPALA: V-trace actor-critic (Espeholt et al. 2018, arXiv:1802.01561).
+
+Follows Acme's JAX IMPALA learner and `impala_loss`: V-trace targets and advantages from rlax,
+loss = policy gradient + `baseline_cost` x squared V-trace error - `entropy_cost` x entropy,
+rewards clipped to `max_abs_reward`, `discount` cut only by termination. A rollout may be split
+into `num_sgd_steps_per_step` minibatches; V-trace's importance ratios correct the policy lag
+of the later ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import distrax
+import flax.struct as struct
+import jax
+import jax.numpy as jnp
+import optax
+import rlax
+
+from algorithms.networks import Network, NetworkConfig, PolicyValueHead, make_network
+from anakin import devices
+from anakin.config import ArchConfig
+from anakin.types import Algorithm, Metrics, Params, Transition
+from envs import EnvSpec
+
+
+@dataclasses.dataclass(frozen=True)
+class ImpalaConfig:
+    """IMPALA hyperparameters; defaults follow Acme's IMPALA where they suit small tasks.
+
+    Attributes:
+      discount: per-step discount, cut to 0 only by termination (truncation bootstraps).
+      baseline_cost: weight of the squared V-trace error.
+      entropy_cost: weight of the entropy bonus.
+      max_abs_reward: rewards are clipped to [-max_abs_reward, max_abs_reward].
+      learning_rate: Adam step size.
+      adam_b1, adam_b2, adam_eps: Adam moments (Acme: b1 0, b2 0.99).
+      max_grad_norm: gradients are clipped to this global norm.
+      num_sgd_steps_per_step: minibatch SGD steps per rollout; environments are split into this
+        many equal groups (environment b goes to group b mod n).
+      network: torso, LSTM and widths.
+    """
+
+    discount: float = 0.99
+    baseline_cost: float = 0.5
+    entropy_cost: float = 0.01
+    max_abs_reward: float = float("inf")
+    learning_rate: float = 2e-3
+    adam_b1: float = 0.0
+    adam_b2: float = 0.99
+    adam_eps: float = 1e-8
+    max_grad_norm: float = 40.0
+    num_sgd_steps_per_step: int = 4
+    network: NetworkConfig = NetworkConfig()
+
+    def validate(self, arch: ArchConfig, num_devices: int) -> None:
+        self.network.validate()
+        if not 0.0 <= self.discount <= 1.0:
+            raise ValueError(f"algo.discount={self.discount} must lie in [0, 1]")
+        if self.learning_rate <= 0:
+            raise ValueError(f"algo.learning_rate={self.learning_rate} must be > 0")
+        if self.max_abs_reward <= 0:
+            raise ValueError(f"algo.max_abs_reward={self.max_abs_reward} must be > 0")
+        n = self.num_sgd_steps_per_step
+        per_device = arch.num_envs // num_devices
+        if n < 1 or per_device % n:
+            raise ValueError(
+                f"algo.num_sgd_steps_per_step={n} must be >= 1 and divide the "
+                f"{per_device} environments per device (arch.num_envs={arch.num_envs} over "
+                f"{num_devices} devices)"
+            )
+
+
+class ImpalaState(struct.PyTreeNode):
+    params: Params
+    opt_state: optax.OptState
+    steps: jax.Array  # int32 [], SGD steps taken
+
+
+def impala_loss(
+    params: Params, network: Network, traj: Transition, cfg: ImpalaConfig
+) -> tuple[jax.Array, Metrics]:
+    """IMPALA's loss on a time-major rollout.
+
+    Args:
+      params: network parameters.
+      network: a policy-value `Network` (outputs `(logits, value)`).
+      traj: leaves [T, B, ...]; `extras["logits"]` are the behaviour logits [T, B, A] and
+        `extras["core"]` the core state each observation was met with (leaves [T, B, H]).
+      cfg: loss weights, discount and reward clipping.
+
+    Returns:
+      The mean loss over T x B and metrics.
+    """
+    num_steps = traj.reward.shape[0]
+    core = jax.tree.map(lambda c: c[0], traj.extras["core"])
+    # T + 1 observations: the rollout's, then where the last action led (for its bootstrap).
+    obs = jax.tree.map(lambda o, f: jnp.concatenate([o, f[-1:]]), traj.obs, traj.final_obs)
+    first = jnp.concatenate([traj.first, jnp.zeros_like(traj.first[:1])])
+    (logits, values), cores = network.unroll(params, obs, first, core)  # [T+1, B, A], [T+1, B]
+
+    # A truncated step bootstraps from V(final_obs): fold it into the reward and stop the trace.
+    # Rare, so it only costs a forward pass when some step in the rollout was truncated.
+    truncated = traj.truncated.astype(jnp.float32)
+
+    def final_values():
+        cores_t = jax.tree.map(lambda c: c[:num_steps], cores)  # state after o_t
+        (_, v), _ = jax.vmap(network.apply, in_axes=(None, 0, 0, 0))(
+            params, traj.final_obs, cores_t, jnp.zeros_like(traj.first)
+        )
+        return v
+
+    v_final = jax.lax.stop_gradient(
+        jax.lax.cond(jnp.any(traj.truncated), final_values, lambda: jnp.zeros_like(values[1:]))
+    )
+    r_t = jnp.clip(traj.reward, -cfg.max_abs_reward, cfg.max_abs_reward)
+    r_t = r_t + cfg.discount * truncated * v_final
+    discount_t = cfg.discount * (1.0 - traj.terminated) * (1.0 - truncated)
+
+    rho_tm1 = distrax.importance_sampling_ratios(
+        distrax.Categorical(logits[:-1]), distrax.Categorical(traj.extras["logits"]), traj.action
+    )
+    vtrace = jax.vmap(rlax.vtrace_td_error_and_advantage, in_axes=1, out_axes=1)(
+        values[:-1], values[1:], r_t, discount_t, rho_tm1
+    )
+    ones = jnp.ones_like(r_t)
+    pg_loss = jax.vmap(rlax.policy_gradient_loss, in_axes=1)(
+        logits[:-1], traj.action, vtrace.pg_advantage, ones
+    )  # [B], means over T
+    critic_loss = jnp.mean(jnp.square(vtrace.errors), axis=0)  # [B]
+    entropy_loss = jax.vmap(rlax.entropy_loss, in_axes=1)(logits[:-1], ones)  # [B], -entropy
+    loss = jnp.mean(pg_loss + cfg.baseline_cost * critic_loss + cfg.entropy_cost * entropy_loss)
+    metrics = {
+        "loss": loss,
+        "policy_loss": jnp.mean(pg_loss),
+        "critic_loss": jnp.mean(critic_loss),
+        "entropy": -jnp.mean(entropy_loss),
+        "rho": jnp.mean(rho_tm1),
+    }
+    return loss, metrics
+
+
+def split_minibatches(traj: Transition, num: int) -> Transition:
+    """[T, B, ...] -> [num, T, B // num, ...]; environment b goes to minibatch b % num.
+
+    A fixed strided split (rather than a shuffle) keeps minibatches identical however the
+    environments are spread over devices.
+    """
+
+    def split(x):
+        x = x.reshape((x.shape[0], x.shape[1] // num, num, *x.shape[2:]))
+        return jnp.moveaxis(x, 2, 0)
+
+    return jax.tree.map(split, traj)
+
+
+def make_optimizer(cfg: ImpalaConfig) -> optax.GradientTransformation:
+    return optax.chain(
+        optax.clip_by_global_norm(cfg.max_grad_norm),
+        optax.adam(cfg.learning_rate, b1=cfg.adam_b1, b2=cfg.adam_b2, eps=cfg.adam_eps),
+    )
+
+
+def make_impala(cfg: ImpalaConfig, spec: EnvSpec) -> Algorithm:
+    """IMPALA for a discrete-action environment described by `spec`."""
+    if not spec.discrete:
+        raise ValueError(
+            f"IMPALA here supports discrete actions only; {spec.name} has continuous actions "
+            f"of shape {spec.action_shape}"
+        )
+    network = make_network(cfg.network, spec, PolicyValueHead(spec.num_actions))
+    optimizer = make_optimizer(cfg)
+
+    def init(key: jax.Array) -> ImpalaState:
+        params = network.init(key)
+        return ImpalaState(params, optimizer.init(params), jnp.int32(0))
+
+    def init_actor(key: jax.Array, num_envs: int):
+        del key
+        return network.initial_state(num_envs)
+
+    def act(state: ImpalaState, core, obs, first, keys):
+        (logits, _), new_core = network.apply(state.params, obs, core, first)
+        action = jax.vmap(jax.random.categorical)(keys, logits).astype(jnp.int32)
+        return action, new_core, {"logits": logits, "core": core}
+
+    def sgd_step(state: ImpalaState, minibatch: Transition):
+        grads, metrics = jax.grad(impala_loss, has_aux=True)(state.params, network, minibatch, cfg)
+        grads = devices.pmean(grads)
+        updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+        params = optax.apply_updates(state.params, updates)
+        metrics["grad_norm"] = optax.global_norm(grads)
+        return ImpalaState(params, opt_state, state.steps + 1), metrics
+
+    def update(state: ImpalaState, traj: Transition, key: jax.Array):
+        del key  # V-trace is deterministic and minibatches are a fixed split.
+        state, metrics = jax.lax.scan(
+            sgd_step, state, split_minibatches(traj, cfg.num_sgd_steps_per_step)
+        )
+        return state, jax.tree.map(jnp.mean, metrics)
+
+    return Algorithm(init=init, init_actor=init_actor, act=act, update=update)
+
+
+PRESETS: dict[str, tuple[ImpalaConfig, ArchConfig]] = {
+    "default": (ImpalaConfig(), ArchConfig()),
+    "lstm": (ImpalaConfig(network=NetworkConfig(lstm_size=64)), ArchConfig()),
+    "tiny": (
+        ImpalaConfig(num_sgd_steps_per_step=2, network=NetworkConfig(hidden_sizes=(16,))),
+        ArchConfig(num_envs=8, rollout_length=4, updates_per_call=2, total_env_steps=128),
+    ),
+}

@@ -1,0 +1,23 @@
+"""XLA settings anakin needs on every platform, applied before JAX starts its backends.
+
+JAX 0.10.x on CPU can deadlock forever in `block_until_ready` when a `jit(vmap(f))` batches
+several `orthogonal` initialisers (QR, which LAPACK runs batch-parallel since 0.10.0). The
+concurrency-optimised CPU scheduler is what wedges; turning it off costs nothing measurable in
+our programs (see README) and only affects the CPU backend. anakin also initialises parameters
+outside vmapped programs, so this flag is a second line of defence.
+"""
+
+import os
+
+SAFE_CPU_FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
+
+
+def add_xla_flag(flag: str) -> None:
+    """Appends `flag` to XLA_FLAGS unless the user already set that option."""
+    name = flag.split("=")[0]
+    current = os.environ.get("XLA_FLAGS", "")
+    if name not in current:
+        os.environ["XLA_FLAGS"] = f"{current} {flag}".strip()
+
+
+add_xla_flag(SAFE_CPU_FLAG)

@@ -1,0 +1,94 @@
+"""Run configuration: frozen dataclasses, nested, validated before anything compiles."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from typing import Any, Generic, TypeVar
+
+AlgoConfigT = TypeVar("AlgoConfigT")
+
+
+@dataclasses.dataclass(frozen=True)
+class ArchConfig:
+    """How training is laid out over devices and program calls.
+
+    Attributes:
+      num_envs: environments over all devices together (each device steps
+        num_envs / num_devices of them).
+      rollout_length: environment steps per environment between two learner updates.
+      updates_per_call: learner updates inside one compiled program call (the outer scan); the
+        host logs once per call.
+      total_env_steps: train until at least this many environment steps (over all devices).
+      num_devices: devices to use; 0 means every device of the default backend.
+      seed: the run's seed; environment i's randomness depends only on (seed, i).
+    """
+
+    num_envs: int = 64
+    rollout_length: int = 16
+    updates_per_call: int = 32
+    total_env_steps: int = 1_000_000
+    num_devices: int = 0
+    seed: int = 0
+
+    @property
+    def env_steps_per_update(self) -> int:
+        return self.num_envs * self.rollout_length
+
+    @property
+    def env_steps_per_call(self) -> int:
+        return self.env_steps_per_update * self.updates_per_call
+
+    @property
+    def num_calls(self) -> int:
+        return max(1, math.ceil(self.total_env_steps / self.env_steps_per_call))
+
+    def validate(self, num_devices: int) -> None:
+        """Raises ValueError naming the numbers that do not work together."""
+        for name in ("num_envs", "rollout_length", "updates_per_call", "total_env_steps"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"arch.{name}={getattr(self, name)} must be >= 1")
+        if self.num_envs % num_devices:
+            lo = self.num_envs - self.num_envs % num_devices
+            raise ValueError(
+                f"arch.num_envs={self.num_envs} does not divide over {num_devices} devices; "
+                f"use a multiple of {num_devices} (e.g. {max(lo, num_devices)} or "
+                f"{lo + num_devices}) or set arch.num_devices"
+            )
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig(Generic[AlgoConfigT]):
+    """Everything a training run needs.
+
+    Attributes:
+      algo: the algorithm's own configuration.
+      env: environment name (see `envs.names()`).
+      env_kwargs: environment parameters or constructor arguments, e.g. max_steps_in_episode.
+      env_hide: flat observation entries to hide (partial observability), e.g. 1 3 for
+        CartPole without velocities.
+      arch: layout over devices and program calls.
+      out: directory under which the run directory is made.
+      run_name: the run directory's name; empty means ALGO_ENV_TIMESTAMP.
+      stop_return: stop early once a call's mean return of completed episodes reaches this.
+      quiet: no progress display (metrics are still written).
+    """
+
+    algo: AlgoConfigT
+    env: str = "CartPole-v1"
+    env_kwargs: dict[str, float] = dataclasses.field(default_factory=dict)
+    env_hide: tuple[int, ...] = ()
+    arch: ArchConfig = ArchConfig()
+    out: str = "runs"
+    run_name: str = ""
+    stop_return: float | None = None
+    quiet: bool = False
+
+    def replace(self, **changes: Any) -> TrainConfig[AlgoConfigT]:
+        return dataclasses.replace(self, **changes)
+
+
+def to_dict(cfg: Any) -> dict[str, Any]:
+    """A JSON-ready dict of a (nested) config dataclass."""
+    return json.loads(json.dumps(dataclasses.asdict(cfg), default=str))

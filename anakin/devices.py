@@ -1,0 +1,125 @@
+"""Device mapping, in one place: the axis name, `pmap`, collectives, moving trees on and off.
+
+This is the only module that calls `jax.pmap`; moving anakin to `shard_map` changes this file.
+Trees placed "per device" carry a leading axis of size `len(devices)`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+AXIS = "device"
+
+
+def select(num_devices: int = 0) -> list[jax.Device]:
+    """The first `num_devices` devices of the default backend (0 = all of them)."""
+    available = jax.devices()
+    if num_devices < 0 or num_devices > len(available):
+        raise ValueError(
+            f"num_devices={num_devices}, but this machine has {len(available)} "
+            f"{available[0].platform} device(s); use 0 (all) or 1..{len(available)}"
+        )
+    return list(available[: num_devices or len(available)])
+
+
+def pmap(fn: Callable, devices: Sequence[jax.Device], donate_argnums=()) -> Callable:
+    """`fn` mapped over `devices`, with collectives over `AXIS`."""
+    return jax.pmap(fn, axis_name=AXIS, devices=list(devices), donate_argnums=donate_argnums)
+
+
+def _fused(collective: Callable, tree: Any) -> Any:
+    """Applies `collective` to all leaves of one dtype at once, as a single flat vector.
+
+    XLA's CPU backend runs one all-reduce per leaf (~50 us each between two CPU devices here),
+    so a parameter tree of 8 leaves cost 8 round trips per SGD step; one fused vector costs one.
+    Accelerator backends combine all-reduces themselves, and there this is equally cheap.
+    """
+    leaves, treedef = jax.tree.flatten(tree)
+    if len(leaves) <= 1:
+        return jax.tree.unflatten(treedef, [collective(x, AXIS) for x in leaves])
+    out = list(leaves)
+    by_dtype: dict[Any, list[int]] = {}
+    for i, x in enumerate(leaves):
+        by_dtype.setdefault(jnp.result_type(x), []).append(i)
+    for idx in by_dtype.values():
+        flat = jnp.concatenate([jnp.ravel(leaves[i]) for i in idx])
+        flat = collective(flat, AXIS)
+        offset = 0
+        for i in idx:
+            size = int(np.prod(jnp.shape(leaves[i])))
+            out[i] = jnp.reshape(flat[offset : offset + size], jnp.shape(leaves[i]))
+            offset += size
+    return jax.tree.unflatten(treedef, out)
+
+
+def pmean(tree: Any) -> Any:
+    """Mean over devices, in one collective per dtype; call inside a `pmap`ped program."""
+    return _fused(jax.lax.pmean, tree)
+
+
+def psum(tree: Any) -> Any:
+    """Sum over devices, in one collective per dtype; call inside a `pmap`ped program."""
+    return _fused(jax.lax.psum, tree)
+
+
+def axis_index() -> jax.Array:
+    """This device's index along the device axis, inside a `pmap`ped program."""
+    return jax.lax.axis_index(AXIS)
+
+
+def _sharding(devices: Sequence[jax.Device]) -> NamedSharding:
+    return NamedSharding(Mesh(np.asarray(devices), (AXIS,)), P(AXIS))
+
+
+def shard(tree: Any, devices: Sequence[jax.Device]) -> Any:
+    """Places a tree whose leaves have leading axis len(devices): slice i on device i."""
+    sharding = _sharding(devices)
+    return jax.tree.map(
+        lambda x: jax.make_array_from_process_local_data(sharding, np.asarray(x)), tree
+    )
+
+
+def split_leading(tree: Any, num_devices: int) -> Any:
+    """[N, ...] leaves to [num_devices, N // num_devices, ...]."""
+    return jax.tree.map(lambda x: jnp.reshape(x, (num_devices, -1, *x.shape[1:])), tree)
+
+
+def replicate(tree: Any, devices: Sequence[jax.Device]) -> Any:
+    """The same tree on every device."""
+    n = len(devices)
+    return shard(
+        jax.tree.map(lambda x: np.broadcast_to(np.asarray(x), (n, *np.shape(x))), tree), devices
+    )
+
+
+def unreplicate(tree: Any) -> Any:
+    """Device 0's copy of a replicated tree, as host numpy arrays."""
+    return jax.tree.map(
+        lambda x: (
+            np.asarray(x.addressable_shards[0].data)[0]
+            if hasattr(x, "addressable_shards")
+            else np.asarray(x)[0]
+        ),
+        tree,
+    )
+
+
+def to_host(tree: Any) -> Any:
+    """Every device's slice, gathered to host numpy arrays with the leading device axis."""
+    return jax.tree.map(np.asarray, tree)
+
+
+def max_divergence(tree: Any) -> float:
+    """Largest absolute difference between any device's copy and device 0's (0.0 if identical).
+
+    A cheap check that replicated state (parameters, optimiser state) has not drifted apart.
+    """
+    leaves = [np.asarray(x) for x in jax.tree.leaves(tree)]
+    return max((float(np.max(np.abs(x - x[:1]))) for x in leaves if x.size), default=0.0)

@@ -1,0 +1,151 @@
+"""Run directories, metrics files and the live progress line. Host-side only."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def make_run_dir(out: str, name: str) -> Path:
+    """A fresh directory `out/name`; `-1`, `-2`, ... are appended rather than reusing one."""
+    root = Path(out)
+    root.mkdir(parents=True, exist_ok=True)
+    path, i = root / name, 0
+    while True:
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            i += 1
+            path = root / f"{name}-{i}"
+
+
+def default_run_name(algo: str, env: str) -> str:
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return f"{algo}-{env}-{stamp}"
+
+
+def write_json(path: Path, obj: Any) -> None:
+    """Writes JSON atomically: a temporary file, fsynced, then renamed over `path`."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=2, default=_jsonable)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    return str(x)
+
+
+def to_record(metrics: dict[str, Any]) -> dict[str, Any]:
+    """Host scalars from a metrics dict; non-finite floats become None (valid JSON)."""
+    out = {}
+    for k, v in metrics.items():
+        v = np.asarray(v)
+        v = v.item() if v.size == 1 else v.tolist()
+        if isinstance(v, float) and not math.isfinite(v):
+            v = None
+        out[k] = v
+    return out
+
+
+class MetricsWriter:
+    """Appends one JSON line per record to `metrics.jsonl`, flushed at once."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._f = open(path, "a")
+
+    def write(self, record: dict[str, Any]) -> None:
+        self._f.write(json.dumps(record, default=_jsonable) + "\n")
+        self._f.flush()
+
+    def close(self) -> None:
+        self._f.close()
+
+
+def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
+    with open(Path(run_dir) / "metrics.jsonl") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def _fmt_steps(n: float) -> str:
+    for unit, div in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= div:
+            return f"{n / div:.2f}{unit}"
+    return f"{n:.0f}"
+
+
+def describe(record: dict[str, Any]) -> str:
+    """One human line: steps/s, mean return of completed episodes, loss."""
+    parts = [f"{_fmt_steps(record.get('sps', 0))} steps/s"]
+    ret = record.get("mean_return")
+    if ret is not None:
+        parts.append(f"return {ret:.1f} ({record['episodes']} eps)")
+    else:
+        parts.append("return - (no episode ended)")
+    if record.get("loss") is not None:
+        parts.append(f"loss {record['loss']:.4g}")
+    return " | ".join(parts)
+
+
+class Progress:
+    """A live progress bar on a terminal; plain lines every few seconds elsewhere (CI, logs)."""
+
+    def __init__(self, total_steps: int, title: str, quiet: bool = False, every_s: float = 5.0):
+        self.total, self.quiet, self.every_s = total_steps, quiet, every_s
+        self._last_print = -math.inf
+        self._bar = None
+        if not quiet and sys.stdout.isatty():
+            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+            from rich.progress import Progress as RichProgress
+
+            self._bar = RichProgress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TextColumn("{task.fields[info]}"),
+            )
+            self._task = self._bar.add_task(title, total=total_steps, info="compiling...")
+            self._bar.start()
+        elif not quiet:
+            print(f"[anakin] {title}: compiling...", flush=True)
+
+    def update(self, record: dict[str, Any], final: bool = False) -> None:
+        if self.quiet:
+            return
+        steps = record["env_steps"]
+        if self._bar is not None:
+            self._bar.update(self._task, completed=min(steps, self.total), info=describe(record))
+            return
+        now = time.monotonic()
+        if final or now - self._last_print >= self.every_s:
+            self._last_print = now
+            print(f"[anakin] {steps:,}/{self.total:,} env steps | {describe(record)}", flush=True)
+
+    def message(self, text: str) -> None:
+        if self.quiet:
+            return
+        if self._bar is not None:
+            self._bar.console.print(text)
+        else:
+            print(f"[anakin] {text}", flush=True)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()

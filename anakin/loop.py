@@ -1,0 +1,169 @@
+"""The one compiled program per algorithm: `pmap(scan(update(scan(rollout))))`.
+
+Per device, `vmap`ped environments step `rollout_length` times inside a `scan`, then the
+algorithm updates on that rollout; a second `scan` repeats this `updates_per_call` times; `pmap`
+runs it on every device, and the algorithm averages gradients with `devices.pmean`. Python only
+calls the program, over and over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from anakin import devices as dev
+from anakin.types import Algorithm, Metrics, RunnerState, Transition
+
+
+class EpisodeSums(NamedTuple):
+    """Sums over completed episodes only; divide by `count` for means."""
+
+    count: jax.Array  # int32
+    return_sum: jax.Array  # float32
+    length_sum: jax.Array  # int32
+
+
+class Program(NamedTuple):
+    """`init(seed) -> RunnerState` (placed on the devices) and the compiled `train` step.
+
+    `train(state) -> (state, metrics)` runs `updates_per_call` updates on every device; its
+    metrics are identical on every device (leading device axis) and are means over the call,
+    except the `episodes*` sums.
+    """
+
+    init: Callable[[int], RunnerState]
+    train: Callable[[RunnerState], tuple[RunnerState, Metrics]]
+    devices: list[jax.Device]
+
+
+def _split_env_keys(keys: jax.Array, num: int) -> tuple[jax.Array, ...]:
+    """[B, 2] -> `num` arrays [B, 2]: each environment's key chain advances on its own."""
+    split = jax.vmap(lambda k: jax.random.split(k, num))(keys)  # [B, num, 2]
+    return tuple(split[:, i] for i in range(num))
+
+
+def env_step(env, env_params, env_state, action, keys):
+    """Steps a batch of environments, one key each."""
+    return jax.vmap(env.step, in_axes=(0, 0, 0, None))(keys, env_state, action, env_params)
+
+
+def make_rollout(algo: Algorithm, env: Any, env_params: Any, length: int):
+    """`rollout(state) -> (state, traj [T, B], EpisodeSums)`, acting with `state.learner`."""
+
+    def step(state: RunnerState, _):
+        env_keys, act_keys, step_keys = _split_env_keys(state.env_keys, 3)
+        action, actor, extras = algo.act(
+            state.learner, state.actor, state.obs, state.first, act_keys
+        )
+        obs, env_state, reward, terminated, truncated, info = env_step(
+            env, env_params, state.env_state, action, step_keys
+        )
+        transition = Transition(
+            obs=state.obs,
+            first=state.first,
+            action=action,
+            reward=reward,
+            terminated=terminated,
+            truncated=truncated,
+            final_obs=info["final_observation"],
+            extras=extras,
+        )
+        done = info["episode_done"]
+        sums = EpisodeSums(
+            count=jnp.sum(done, dtype=jnp.int32),
+            return_sum=jnp.sum(info["episode_return"]),
+            length_sum=jnp.sum(info["episode_length"], dtype=jnp.int32),
+        )
+        state = state.replace(
+            actor=actor,
+            env_state=env_state,
+            obs=obs,
+            first=jnp.logical_or(terminated, truncated),
+            env_keys=env_keys,
+        )
+        return state, (transition, sums)
+
+    def rollout(state: RunnerState):
+        state, (traj, sums) = jax.lax.scan(step, state, length=length)
+        return state, traj, jax.tree.map(jnp.sum, sums)
+
+    return rollout
+
+
+def make_program(
+    algo: Algorithm,
+    env: Any,
+    env_params: Any,
+    *,
+    num_envs: int,
+    rollout_length: int,
+    updates_per_call: int,
+    devices: Sequence[jax.Device],
+) -> Program:
+    """Builds the training program of `algo` on `env` over `devices`.
+
+    `num_envs` is global; each device steps `num_envs // len(devices)` of them. Environment `i`
+    (global index) gets the same key chain whatever the device count, so a run on 1 device and
+    one on N devices with the same global config compute the same thing.
+    """
+    devices = list(devices)
+    num_devices = len(devices)
+    if num_envs % num_devices:
+        raise ValueError(f"num_envs={num_envs} does not divide over {num_devices} devices")
+    rollout = make_rollout(algo, env, env_params, rollout_length)
+
+    def update_step(state: RunnerState, _):
+        state, traj, sums = rollout(state)
+        learner_key, update_key = jax.random.split(state.learner_key)
+        learner, metrics = algo.update(state.learner, traj, update_key)
+        state = state.replace(
+            learner=learner, learner_key=learner_key, update_step=state.update_step + 1
+        )
+        return state, (metrics, sums)
+
+    def train(state: RunnerState):
+        state, (metrics, sums) = jax.lax.scan(update_step, state, length=updates_per_call)
+        metrics = dev.pmean(jax.tree.map(jnp.mean, metrics))
+        sums = dev.psum(jax.tree.map(jnp.sum, sums))
+        return state, {
+            **metrics,
+            "episodes": sums.count,
+            "episode_return_sum": sums.return_sum,
+            "episode_length_sum": sums.length_sum,
+        }
+
+    @jax.jit
+    def init_global(key: jax.Array):
+        params_key, actor_key, env_key, learner_key = jax.random.split(key, 4)
+        # Parameters are built once, outside any vmap (see anakin/_xla.py), then replicated.
+        learner = algo.init(params_key)
+        # One key chain per global environment index, independent of the device split.
+        env_keys = jax.random.split(env_key, num_envs)
+        reset_keys, env_keys = _split_env_keys(env_keys, 2)
+        obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(reset_keys, env_params)
+        actor = algo.init_actor(actor_key, num_envs)
+        first = jnp.ones((num_envs,), bool)
+        return learner, learner_key, (actor, env_state, obs, first, env_keys)
+
+    def init(seed: int) -> RunnerState:
+        learner, learner_key, per_env = init_global(jax.random.PRNGKey(seed))
+        actor, env_state, obs, first, env_keys = dev.shard(
+            dev.split_leading(per_env, num_devices), devices
+        )
+        learner, learner_key, step = dev.replicate((learner, learner_key, np.int32(0)), devices)
+        return RunnerState(
+            learner=learner,
+            actor=actor,
+            env_state=env_state,
+            obs=obs,
+            first=first,
+            env_keys=env_keys,
+            learner_key=learner_key,
+            update_step=step,
+        )
+
+    return Program(init=init, train=dev.pmap(train, devices, donate_argnums=0), devices=devices)

@@ -1,0 +1,69 @@
+"""The types every part of anakin shares: transitions, the algorithm contract, runner state."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+from flax import struct
+
+PRNGKey = jax.Array
+Params = Any
+Obs = Any
+Metrics = dict[str, jax.Array]
+LearnerState = Any  # an algorithm's own flax.struct.PyTreeNode
+ActorState = Any  # per-environment leaves with a leading env axis [B, ...]; () if stateless
+
+
+class Transition(NamedTuple):
+    """One environment step for a batch of environments; inside the loop leaves are [T, B, ...].
+
+    `final_obs` is the observation the action reached before any auto-reset; it differs from the
+    next `obs` only where the episode ended, and it is what a truncated episode bootstraps from.
+    """
+
+    obs: Obs  # o_t
+    first: jax.Array  # bool, o_t is the first observation of an episode
+    action: jax.Array  # a_t
+    reward: jax.Array  # r_t, float32
+    terminated: jax.Array  # bool, the episode ended for real: no bootstrap after r_t
+    truncated: jax.Array  # bool, a time limit cut the episode: bootstrap from final_obs
+    final_obs: Obs  # o_{t+1} before reset
+    extras: dict[str, Any]  # what `act` stored: behaviour logits, core state, ...
+
+
+class Algorithm(NamedTuple):
+    """An algorithm as pure functions; the loop in `anakin.loop` calls them inside `pmap(scan)`.
+
+    init(key) -> LearnerState
+        Parameters, optimiser state, replay, counters. Called once, outside any vmap.
+    init_actor(key, num_envs) -> ActorState
+        Per-environment acting state (e.g. LSTM core), leaves [num_envs, ...]; () if none.
+    act(learner, actor, obs [B, ...], first [B], keys [B]) -> (action [B], actor, extras)
+        `first` marks observations that start an episode (recurrent cores reset there);
+        `keys` are per-environment, so results do not depend on how envs split over devices.
+    update(learner, traj: Transition [T, B], key) -> (learner, metrics)
+        Averages gradients with `anakin.devices.pmean`; metrics are scalars.
+    """
+
+    init: Callable[[PRNGKey], LearnerState]
+    init_actor: Callable[[PRNGKey, int], ActorState]
+    act: Callable[..., tuple[jax.Array, ActorState, dict[str, Any]]]
+    update: Callable[[LearnerState, Transition, PRNGKey], tuple[LearnerState, Metrics]]
+
+
+class RunnerState(struct.PyTreeNode):
+    """All of training's state; it lives on the devices between program calls.
+
+    Per device: `learner` is replicated, everything else holds that device's environments.
+    """
+
+    learner: LearnerState
+    actor: ActorState  # leaves [B, ...]
+    env_state: Any  # leaves [B, ...]
+    obs: Obs  # [B, ...], the observation each environment is at
+    first: jax.Array  # bool [B]
+    env_keys: jax.Array  # [B, 2], one key chain per environment (global index, not device)
+    learner_key: jax.Array  # [2], identical on every device
+    update_step: jax.Array  # int32 [], learner updates done so far

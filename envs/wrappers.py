@@ -1,0 +1,178 @@
+"""Environment wrappers: jittable, vmappable, following the gymnax 1.x step contract.
+
+The stack built by `envs.make` is, from the inside out::
+
+    gymnax env (step_env, reset_env) -> observation wrappers -> AutoReset -> EpisodeStatistics
+
+Observation wrappers sit below `AutoReset` and work on `step_env`/`reset_env`, so the
+`final_observation` that `AutoReset` keeps is transformed exactly like every other observation.
+Everything above `AutoReset` sees the gymnax 1.x contract::
+
+    reset(key, params) -> obs, state
+    step(key, state, action, params) -> obs, state, reward, terminated, truncated, info
+
+with `info["final_observation"]` the observation reached by `action` *before* any reset.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+from gymnax.environments import spaces
+
+
+class Wrapper:
+    """Delegates every attribute it does not define to the wrapped environment."""
+
+    def __init__(self, env: Any):
+        self._env = env
+
+    def __getattr__(self, name: str) -> Any:
+        # Only called when normal lookup fails; `_env` itself must not recurse.
+        if name == "_env":
+            raise AttributeError(name)
+        return getattr(self._env, name)
+
+    @property
+    def unwrapped(self) -> Any:
+        env = self._env
+        while isinstance(env, Wrapper):
+            env = env._env
+        return env
+
+
+class ObservationWrapper(Wrapper):
+    """Applies `observation` to every observation of `reset_env` and `step_env`."""
+
+    def observation(self, obs: jax.Array) -> jax.Array:
+        raise NotImplementedError
+
+    def reset_env(self, key: jax.Array, params: Any) -> tuple[jax.Array, Any]:
+        obs, state = self._env.reset_env(key, params)
+        return self.observation(obs), state
+
+    def step_env(self, key: jax.Array, state: Any, action: Any, params: Any):
+        obs, state, reward, terminated, info = self._env.step_env(key, state, action, params)
+        return self.observation(obs), state, reward, terminated, info
+
+
+class FlattenObservation(ObservationWrapper):
+    """Flattens observations to one axis (e.g. Catch's 10x5 board to 50 features)."""
+
+    def observation(self, obs: jax.Array) -> jax.Array:
+        return jnp.reshape(obs, (-1,))
+
+    def observation_space(self, params: Any) -> spaces.Box:
+        space = self._env.observation_space(params)
+        size = int(np.prod(space.shape))
+        return spaces.Box(space.low, space.high, (size,), space.dtype)
+
+
+class MaskObservation(ObservationWrapper):
+    """Keeps only the chosen entries of a flat observation: partial observability.
+
+    `MaskObservation(env, keep=(0, 2))` on CartPole hides the velocities (entries 1 and 3), so an
+    agent has to infer them from the history it remembers.
+    """
+
+    def __init__(self, env: Any, keep: tuple[int, ...]):
+        super().__init__(env)
+        size = int(np.prod(env.observation_space(env.default_params).shape))
+        bad = [i for i in keep if not 0 <= i < size]
+        if not keep or bad:
+            raise ValueError(
+                f"MaskObservation keep={tuple(keep)}: indices must be a non-empty subset of "
+                f"0..{size - 1} (the observation has {size} entries)"
+            )
+        self._keep = np.asarray(sorted(set(keep)), dtype=np.int32)
+
+    def observation(self, obs: jax.Array) -> jax.Array:
+        return jnp.reshape(obs, (-1,))[self._keep]
+
+    def observation_space(self, params: Any) -> spaces.Box:
+        space = self._env.observation_space(params)
+
+        def pick(bound):
+            bound = np.asarray(bound)
+            return bound.reshape(-1)[self._keep] if bound.ndim else bound
+
+        return spaces.Box(pick(space.low), pick(space.high), (len(self._keep),), space.dtype)
+
+
+class AutoReset(Wrapper):
+    """The gymnax 1.x auto-resetting `step`, built from `step_env` and `reset_env`.
+
+    After an episode ends the returned observation and state are those of a fresh episode, while
+    `info["final_observation"]` keeps the observation the action actually reached, so that a
+    truncated episode can bootstrap from it. `terminated` (a true end: no bootstrap) and
+    `truncated` (a time limit: bootstrap) are returned separately and never both true: a step
+    that terminates at the time limit is a termination, since nothing is left to bootstrap.
+    """
+
+    def reset(self, key: jax.Array, params: Any) -> tuple[jax.Array, Any]:
+        return self._env.reset_env(key, params)
+
+    def step(self, key: jax.Array, state: Any, action: Any, params: Any):
+        key_step, key_reset = jax.random.split(key)
+        obs_st, state_st, reward, terminated, info = self._env.step_env(
+            key_step, state, action, params
+        )
+        terminated = jnp.asarray(terminated, dtype=bool)
+        truncated = jnp.logical_and(
+            jnp.asarray(self._env.is_truncated(state_st, params), dtype=bool),
+            jnp.logical_not(terminated),
+        )
+        done = jnp.logical_or(terminated, truncated)
+        obs_re, state_re = self._env.reset_env(key_reset, params)
+        state = jax.tree.map(lambda r, s: jax.lax.select(done, r, s), state_re, state_st)
+        obs = jax.lax.select(done, obs_re, obs_st)
+        info = {
+            **info,
+            "terminated": terminated,
+            "truncated": truncated,
+            "final_observation": obs_st,
+        }
+        return obs, state, jnp.asarray(reward, jnp.float32), terminated, truncated, info
+
+
+class EpisodeStatsState(struct.PyTreeNode):
+    env_state: Any
+    episode_return: jax.Array  # float32 [], return of the episode in progress
+    episode_length: jax.Array  # int32 [], steps of the episode in progress
+
+
+class EpisodeStatistics(Wrapper):
+    """Reports the return and length of *completed* episodes only.
+
+    Adds to `info`: `episode_done` (bool, an episode ended at this step), `episode_return` and
+    `episode_length` (those of the episode that just ended, zero on other steps). Summing them
+    and counting `episode_done` gives means over finished episodes, never over ones in progress.
+    """
+
+    def reset(self, key: jax.Array, params: Any) -> tuple[jax.Array, EpisodeStatsState]:
+        obs, env_state = self._env.reset(key, params)
+        return obs, EpisodeStatsState(env_state, jnp.float32(0.0), jnp.int32(0))
+
+    def step(self, key: jax.Array, state: EpisodeStatsState, action: Any, params: Any):
+        obs, env_state, reward, terminated, truncated, info = self._env.step(
+            key, state.env_state, action, params
+        )
+        done = jnp.logical_or(terminated, truncated)
+        ret = state.episode_return + reward
+        length = state.episode_length + 1
+        info = {
+            **info,
+            "episode_done": done,
+            "episode_return": jnp.where(done, ret, 0.0),
+            "episode_length": jnp.where(done, length, 0),
+        }
+        state = EpisodeStatsState(
+            env_state=env_state,
+            episode_return=jnp.where(done, 0.0, ret),
+            episode_length=jnp.where(done, 0, length),
+        )
+        return obs, state, reward, terminated, truncated, info

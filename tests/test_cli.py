@@ -1,0 +1,106 @@
+"""The `anakin` command end to end, and every bad-config error it must give before compiling."""
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from anakin import cli, logger
+
+
+def test_train_tiny_end_to_end_writes_a_run_directory(tmp_path):
+    exe = shutil.which("anakin")
+    cmd = [exe] if exe else [sys.executable, "-m", "anakin.cli"]
+    proc = subprocess.run(
+        [
+            *cmd,
+            "train",
+            "impala",
+            "--preset",
+            "tiny",
+            "--env",
+            "CartPole-v1",
+            "--out",
+            str(tmp_path),
+            "--run-name",
+            "tiny",
+            "--algo.learning-rate",
+            "0.001",
+            "--arch.total-env-steps",
+            "192",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_dir = tmp_path / "tiny"
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["algorithm"] == "impala"
+    assert config["config"]["env"] == "CartPole-v1"
+    assert config["config"]["algo"]["learning_rate"] == 0.001  # the flag reached the config
+    assert config["derived"]["num_devices"] == 4
+    records = logger.read_metrics(run_dir)
+    # tiny: 8 envs x 4 steps x 2 updates = 64 env steps per call; 192 steps = 3 calls.
+    assert [r["env_steps"] for r in records] == [64, 128, 192]
+    for r in records:
+        assert r["wall_time"] > 0 and r["sps"] > 0 and "loss" in r and "mean_return" in r
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["env_steps"] == 192 and summary["compile_time"] > 0
+
+
+def test_help_shows_preset_defaults(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["train", "impala", "--preset", "tiny", "--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert "--algo.learning-rate" in out and "--arch.num-envs" in out
+    assert "(default: 8)" in out  # tiny's num_envs, not the default preset's
+
+
+def test_listing_commands(capsys):
+    assert cli.main(["envs"]) == 0
+    assert "Breakout-MinAtar" in capsys.readouterr().out
+    assert cli.main(["train"]) == 2
+    assert "impala" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["train", "nope"], "unknown algorithm 'nope'. Choose one of: impala"),
+        (
+            ["train", "impala", "--preset", "huge"],
+            "unknown preset 'huge' for impala. Choose one of",
+        ),
+        (["train", "impala", "--env", "Nope-v0"], "unknown environment 'Nope-v0'"),
+        (
+            ["train", "impala", "--arch.num-envs", "6"],
+            "arch.num_envs=6 does not divide over 4 devices; use a multiple of 4 (e.g. 4 or 8)",
+        ),
+        (["train", "impala", "--arch.rollout-length", "0"], "arch.rollout_length=0 must be >= 1"),
+        (["train", "impala", "--arch.num-devices", "9"], "num_devices=9, but this machine has 4"),
+        (
+            ["train", "impala", "--arch.num-envs", "8", "--algo.num-sgd-steps-per-step", "3"],
+            "algo.num_sgd_steps_per_step=3 must be >= 1 and divide the 2 environments per device",
+        ),
+        (
+            ["train", "impala", "--env", "CartPole-v1", "--env-hide", "4"],
+            "indices must lie in 0..3",
+        ),
+        (
+            ["train", "impala", "--env", "CartPole-v1", "--env-kwargs", "gravity_x", "1"],
+            "does not accept ['gravity_x']",
+        ),
+        (["train", "impala", "--env", "Pendulum-v1"], "discrete actions only"),
+        (["train", "impala", "--algo.network.torso", "conv"], "needs image observations"),
+        (["frobnicate"], "unknown command 'frobnicate'"),
+    ],
+)
+def test_bad_config_stops_before_compiling_with_a_clear_message(args, message, capsys):
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err
+    assert message in err, err
+    assert "Traceback" not in err

@@ -1,0 +1,196 @@
+"""IMPALA's loss against hand-worked numbers and against direct rlax calls."""
+
+import distrax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import rlax
+
+from algorithms.impala import ImpalaConfig, impala_loss, split_minibatches
+from algorithms.networks import Network
+from anakin.types import Transition
+
+
+def table_network() -> Network:
+    """A network that reads its outputs off the observation: obs = [value, logit_0, logit_1].
+
+    It makes every logit and value of a test hand-chosen, including V(final_obs).
+    """
+
+    def apply(params, obs, core, first):
+        return (obs[..., 1:] * params["w"], obs[..., 0] * params["w"]), core
+
+    def unroll(params, obs, first, core):
+        return apply(params, obs, core, first)[0], core
+
+    return Network(lambda key: {"w": jnp.float32(1.0)}, lambda n: (), apply, unroll)
+
+
+PARAMS = {"w": jnp.float32(1.0)}
+
+
+def make_traj(
+    values,
+    logits,
+    behaviour_logits,
+    actions,
+    rewards,
+    terminated=None,
+    truncated=None,
+    final_values=None,
+):
+    """Builds a [T, B=1] trajectory whose obs encode `values[:T]` and `logits[:T]`; the
+    final observations encode values[1:] (or `final_values` where given) and logits[1:]."""
+    values = np.asarray(values, np.float32)
+    logits = np.asarray(logits, np.float32)
+    num = len(rewards)
+    obs = np.concatenate([values[:, None], logits], axis=1)  # [T+1, 3]
+    final = obs[1:].copy()
+    if final_values is not None:
+        for t, v in final_values.items():
+            final[t, 0] = v
+    zeros = np.zeros(num, bool)
+    traj = Transition(
+        obs=obs[:num, None],
+        first=zeros[:, None],
+        action=np.asarray(actions, np.int32)[:, None],
+        reward=np.asarray(rewards, np.float32)[:, None],
+        terminated=(zeros if terminated is None else np.asarray(terminated))[:, None],
+        truncated=(zeros if truncated is None else np.asarray(truncated))[:, None],
+        final_obs=final[:, None],
+        extras={"logits": np.asarray(behaviour_logits, np.float32)[:, None], "core": ()},
+    )
+    return jax.tree.map(jnp.asarray, traj)
+
+
+def test_hand_worked_on_policy_numbers():
+    # T = 2, uniform policy over 2 actions for both current and behaviour, so rho = c = 1.
+    # values v0 = 0.5, v1 = 0.25, bootstrap v2 = 1.0; rewards 1, 1; discount 0.9.
+    #   vs_1 = 1 + 0.9 * 1.0 = 1.9          vs_0 = 1 + 0.9 * 1.9 = 2.71
+    #   critic errors vs - v = [2.21, 1.65] -> mean square = (4.8841 + 2.7225) / 2 = 3.8033
+    #   pg advantages r + 0.9 vs_{t+1} - v = [1 + 1.71 - 0.5, 1 + 0.9 - 0.25] = [2.21, 1.65]
+    #   pg loss = mean(-log 0.5 * adv) = 0.693147 * 1.93 = 1.337774
+    #   entropy = log 2 = 0.693147
+    # loss = 1.337774 + 0.5 * 3.8033 - 0.01 * 0.693147 = 3.232492
+    traj = make_traj(
+        values=[0.5, 0.25, 1.0],
+        logits=[[0, 0]] * 3,
+        behaviour_logits=[[0, 0]] * 2,
+        actions=[0, 1],
+        rewards=[1, 1],
+    )
+    cfg = ImpalaConfig(discount=0.9, baseline_cost=0.5, entropy_cost=0.01)
+    loss, m = impala_loss(PARAMS, table_network(), traj, cfg)
+    np.testing.assert_allclose(m["critic_loss"], 3.8033, rtol=1e-5)
+    np.testing.assert_allclose(m["policy_loss"], 1.337774, rtol=1e-5)
+    np.testing.assert_allclose(m["entropy"], np.log(2), rtol=1e-6)
+    np.testing.assert_allclose(loss, 3.232492, rtol=1e-5)
+
+
+def test_truncation_bootstraps_from_final_observation():
+    # Step 0 is truncated: its target is r_0 + 0.9 * V(final_obs_0) = 1 + 0.9 * 4.0 = 4.6, and
+    # nothing from step 1 (a new episode, whose v1 = 0.25) flows back into it.
+    #   vs_1 = 1 + 0.9 * 1.0 = 1.9; errors = [4.6 - 0.5, 1.9 - 0.25] = [4.1, 1.65]
+    #   critic = (16.81 + 2.7225) / 2 = 9.76625
+    traj = make_traj(
+        values=[0.5, 0.25, 1.0],
+        logits=[[0, 0]] * 3,
+        behaviour_logits=[[0, 0]] * 2,
+        actions=[0, 1],
+        rewards=[1, 1],
+        truncated=[True, False],
+        final_values={0: 4.0},
+    )
+    cfg = ImpalaConfig(discount=0.9)
+    _, m = impala_loss(PARAMS, table_network(), traj, cfg)
+    np.testing.assert_allclose(m["critic_loss"], 9.76625, rtol=1e-5)
+    # Terminated instead: no bootstrap at all, target 1.0, errors [0.5, 1.65].
+    traj = traj._replace(terminated=traj.truncated, truncated=jnp.zeros_like(traj.truncated))
+    _, m = impala_loss(PARAMS, table_network(), traj, cfg)
+    np.testing.assert_allclose(m["critic_loss"], (0.25 + 2.7225) / 2, rtol=1e-5)
+
+
+def test_rewards_clipped_before_bootstrapping():
+    kw = dict(
+        values=[0.5, 0.25, 1.0], logits=[[0, 0]] * 3, behaviour_logits=[[0, 0]] * 2, actions=[0, 1]
+    )
+    cfg = ImpalaConfig(discount=0.9, max_abs_reward=1.0)
+    clipped = impala_loss(PARAMS, table_network(), make_traj(rewards=[5.0, -3.0], **kw), cfg)[0]
+    plain = impala_loss(PARAMS, table_network(), make_traj(rewards=[1.0, -1.0], **kw), cfg)[0]
+    np.testing.assert_allclose(clipped, plain, rtol=1e-6)
+
+
+def test_matches_direct_rlax_calls_off_policy():
+    """Random off-policy data with terminations and truncations, against rlax directly."""
+    rng = np.random.default_rng(0)
+    num, batch, actions = 6, 3, 2
+    values = rng.normal(size=(num + 1, batch)).astype(np.float32)
+    logits = rng.normal(size=(num + 1, batch, actions)).astype(np.float32)
+    mu = rng.normal(size=(num, batch, actions)).astype(np.float32)
+    a = rng.integers(0, actions, size=(num, batch)).astype(np.int32)
+    r = rng.normal(size=(num, batch)).astype(np.float32)
+    term = np.zeros((num, batch), bool)
+    trunc = np.zeros((num, batch), bool)
+    term[2, 0] = True
+    trunc[3, 1] = True
+    trunc[num - 1, 2] = True
+    final_v = rng.normal(size=(num, batch)).astype(np.float32)
+    obs = np.concatenate([values[..., None], logits], axis=-1)
+    final = obs[1:].copy()
+    final[..., 0] = np.where(trunc | term, final_v, values[1:])
+    traj = jax.tree.map(
+        jnp.asarray,
+        Transition(
+            obs=obs[:num],
+            first=np.zeros((num, batch), bool),
+            action=a,
+            reward=r,
+            terminated=term,
+            truncated=trunc,
+            final_obs=final,
+            extras={"logits": mu, "core": ()},
+        ),
+    )
+    cfg = ImpalaConfig(discount=0.95, baseline_cost=0.7, entropy_cost=0.03, max_abs_reward=0.8)
+    loss, _ = impala_loss(PARAMS, table_network(), traj, cfg)
+
+    # The same loss spelled out with rlax, one trajectory at a time, as Acme does.
+    v_next = np.where(trunc, final[..., 0], values[1:])  # V(final_obs) == v_{t+1} otherwise
+    r_c = np.clip(r, -0.8, 0.8) + 0.95 * trunc * v_next
+    discount = 0.95 * (1 - term) * (1 - trunc)
+    losses = []
+    for b in range(batch):
+        rho = distrax.importance_sampling_ratios(
+            distrax.Categorical(logits[:-1, b]), distrax.Categorical(mu[:, b]), a[:, b]
+        )
+        vt = rlax.vtrace_td_error_and_advantage(
+            values[:-1, b], values[1:, b], r_c[:, b], discount[:, b].astype(np.float32), rho
+        )
+        pg = rlax.policy_gradient_loss(logits[:-1, b], a[:, b], vt.pg_advantage, np.ones(num))
+        ent = rlax.entropy_loss(logits[:-1, b], np.ones(num))
+        losses.append(pg + 0.7 * jnp.mean(jnp.square(vt.errors)) + 0.03 * ent)
+    np.testing.assert_allclose(loss, np.mean(losses), rtol=1e-5)
+
+
+def test_gradient_flows_only_through_current_values_and_logits():
+    traj = make_traj(
+        values=[0.5, 0.25, 1.0],
+        logits=[[0.1, 0], [0, 0.3], [0, 0]],
+        behaviour_logits=[[0, 0]] * 2,
+        actions=[0, 1],
+        rewards=[1, 1],
+        truncated=[True, False],
+        final_values={0: 4.0},
+    )
+    g = jax.grad(lambda p: impala_loss(p, table_network(), traj, ImpalaConfig())[0])(PARAMS)
+    assert np.isfinite(g["w"]) and g["w"] != 0
+
+
+@pytest.mark.parametrize("num", [1, 2, 4])
+def test_minibatches_are_a_fixed_strided_split(num):
+    traj = Transition(*(jnp.arange(8)[None].repeat(3, 0) for _ in range(7)), extras={})
+    mbs = split_minibatches(traj, num)
+    assert mbs.obs.shape == (num, 3, 8 // num)
+    for j in range(num):
+        np.testing.assert_array_equal(mbs.obs[j, 0], np.arange(8)[j::num])

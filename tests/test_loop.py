@@ -1,0 +1,115 @@
+"""The Anakin loop on 4 forced CPU devices: shapes, replication, keys, 1-vs-4 device equality."""
+
+import dataclasses
+
+import jax
+import numpy as np
+import pytest
+
+import algorithms
+import envs
+from algorithms.impala import PRESETS, ImpalaConfig
+from algorithms.networks import NetworkConfig
+from anakin import devices as dev
+from anakin import loop
+
+NUM_ENVS, ROLLOUT, UPDATES, CALLS = 8, 4, 2, 3
+
+
+def build(num_devices: int, lstm_size: int = 0):
+    env, params = envs.make("CartPole-v1")
+    spec = envs.spec(env, params, "CartPole-v1")
+    cfg = dataclasses.replace(
+        PRESETS["tiny"][0],
+        num_sgd_steps_per_step=2,
+        network=NetworkConfig(hidden_sizes=(16,), lstm_size=lstm_size),
+    )
+    algo = algorithms.get("impala").make(cfg, spec)
+    return loop.make_program(
+        algo,
+        env,
+        params,
+        num_envs=NUM_ENVS,
+        rollout_length=ROLLOUT,
+        updates_per_call=UPDATES,
+        devices=dev.select(num_devices),
+    )
+
+
+def train(program, calls=CALLS, seed=0):
+    state = program.init(seed)
+    history = []
+    for _ in range(calls):
+        state, metrics = program.train(state)
+        history.append(dev.to_host(metrics))
+    return state, history
+
+
+@pytest.fixture(scope="module", params=[0, 8], ids=["ff", "lstm"])
+def runs(request):
+    """The same global config trained on 4 devices and on 1 device."""
+    four = train(build(4, request.param))
+    one = train(build(1, request.param))
+    return request.param, four, one
+
+
+def test_state_shapes(runs):
+    lstm, (state, history), _ = runs
+    per_device = NUM_ENVS // 4
+    assert state.obs.shape == (4, per_device, 4)
+    assert state.first.shape == (4, per_device)
+    assert state.env_keys.shape == (4, per_device, 2)
+    assert state.update_step.shape == (4,)
+    np.testing.assert_array_equal(state.update_step, CALLS * UPDATES)
+    for leaf in jax.tree.leaves(state.learner.params):
+        assert leaf.shape[0] == 4
+    if lstm:
+        assert all(c.shape == (4, per_device, lstm) for c in state.actor)
+    for m in history:
+        assert m["loss"].shape == (4,)
+        np.testing.assert_array_equal(m["loss"], m["loss"][0])  # metrics agree across devices
+
+
+def test_params_identical_on_every_device(runs):
+    _, (state, _), _ = runs
+    assert dev.max_divergence(dev.to_host(state.learner)) == 0.0
+
+
+def test_devices_step_different_environments(runs):
+    _, (state, _), _ = runs
+    keys = np.asarray(state.env_keys).reshape(NUM_ENVS, 2)
+    assert len({tuple(k) for k in keys}) == NUM_ENVS
+    obs = np.asarray(state.obs)
+    assert not np.allclose(obs[0], obs[1])
+
+
+def test_one_device_equals_four_devices(runs):
+    _, (four, h4), (one, h1) = runs
+    p4 = jax.tree.map(lambda x: np.asarray(x)[0], four.learner.params)
+    p1 = jax.tree.map(lambda x: np.asarray(x)[0], one.learner.params)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-6), p4, p1)
+    # Environments are the same ones, in the same order, on either layout.
+    np.testing.assert_allclose(
+        np.asarray(four.obs).reshape(NUM_ENVS, -1),
+        np.asarray(one.obs).reshape(NUM_ENVS, -1),
+        rtol=1e-5,
+        atol=1e-6,
+    )
+    for a, b in zip(h4, h1, strict=True):
+        np.testing.assert_allclose(a["loss"][0], b["loss"][0], rtol=1e-4)
+        assert a["episodes"][0] == b["episodes"][0]
+
+
+def test_num_envs_must_divide_over_devices():
+    env, params = envs.make("CartPole-v1")
+    algo = algorithms.get("impala").make(ImpalaConfig(), envs.spec(env, params))
+    with pytest.raises(ValueError, match="num_envs=6 does not divide over 4 devices"):
+        loop.make_program(
+            algo,
+            env,
+            params,
+            num_envs=6,
+            rollout_length=2,
+            updates_per_call=1,
+            devices=dev.select(4),
+        )
