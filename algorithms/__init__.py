@@ -6,13 +6,13 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from anakin import _xla  # noqa: F401  (XLA flags before JAX starts)
-from anakin.types import Algorithm
+from anakin.types import Algorithm, Layout
 from envs import EnvSpec
 
 
 class AlgorithmEntry(NamedTuple):
     config_cls: type
-    make: Callable[[Any, EnvSpec], Algorithm]
+    make: Callable[[Any, EnvSpec, Layout], Algorithm]
     presets: dict[str, tuple[Any, Any]]  # name -> (algorithm config, ArchConfig)
 
 

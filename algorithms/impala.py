@@ -21,7 +21,7 @@ import rlax
 from algorithms.networks import Network, NetworkConfig, PolicyValueHead, make_network
 from anakin import devices
 from anakin.config import ArchConfig
-from anakin.types import Algorithm, Metrics, Params, Transition
+from anakin.types import Algorithm, Layout, Metrics, Params, Transition
 from envs import EnvSpec
 
 
@@ -162,8 +162,9 @@ def make_optimizer(cfg: ImpalaConfig) -> optax.GradientTransformation:
     )
 
 
-def make_impala(cfg: ImpalaConfig, spec: EnvSpec) -> Algorithm:
-    """IMPALA for a discrete-action environment described by `spec`."""
+def make_impala(cfg: ImpalaConfig, spec: EnvSpec, layout: Layout | None = None) -> Algorithm:
+    """IMPALA for a discrete-action environment described by `spec` (any `layout`)."""
+    del layout
     if not spec.discrete:
         raise ValueError(
             f"IMPALA here supports discrete actions only; {spec.name} has continuous actions "
@@ -180,9 +181,12 @@ def make_impala(cfg: ImpalaConfig, spec: EnvSpec) -> Algorithm:
         del key
         return network.initial_state(num_envs)
 
-    def act(state: ImpalaState, core, obs, first, keys):
+    def act(state: ImpalaState, core, obs, first, keys, evaluate: bool = False):
         (logits, _), new_core = network.apply(state.params, obs, core, first)
-        action = jax.vmap(jax.random.categorical)(keys, logits).astype(jnp.int32)
+        if evaluate:  # greedy
+            action = jnp.argmax(logits, axis=-1).astype(jnp.int32)
+        else:
+            action = jax.vmap(jax.random.categorical)(keys, logits).astype(jnp.int32)
         return action, new_core, {"logits": logits, "core": core}
 
     def sgd_step(state: ImpalaState, minibatch: Transition):

@@ -8,6 +8,8 @@ outside vmapped programs, so this flag is a second line of defence.
 """
 
 import os
+import sys
+import warnings
 
 SAFE_CPU_FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
 
@@ -16,8 +18,26 @@ def add_xla_flag(flag: str) -> None:
     """Appends `flag` to XLA_FLAGS unless the user already set that option."""
     name = flag.split("=")[0]
     current = os.environ.get("XLA_FLAGS", "")
-    if name not in current:
-        os.environ["XLA_FLAGS"] = f"{current} {flag}".strip()
+    if name in current:
+        return
+    os.environ["XLA_FLAGS"] = f"{current} {flag}".strip()
+    if _backend_started():
+        warnings.warn(
+            f"JAX's backend started before anakin set {flag}, so it does not apply to this "
+            "process. Import anakin (or envs) before gymnax and before any JAX computation.",
+            stacklevel=3,
+        )
+
+
+def _backend_started() -> bool:
+    if "jax" not in sys.modules:
+        return False
+    try:
+        from jax._src import xla_bridge
+
+        return bool(xla_bridge._backends)
+    except (ImportError, AttributeError):
+        return False
 
 
 add_xla_flag(SAFE_CPU_FLAG)

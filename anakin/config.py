@@ -59,6 +59,34 @@ class ArchConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class EvalConfig:
+    """Evaluation of the evaluation policy (greedy, or an algorithm's evaluation epsilon).
+
+    Attributes:
+      episodes: episodes per evaluation (one per evaluation environment); 0 turns it off.
+      every_env_steps: evaluate each time training passes a multiple of this many env steps;
+        0 means only at the end.
+      max_steps: an evaluation stops after this many steps even if episodes have not ended.
+    """
+
+    episodes: int = 32
+    every_env_steps: int = 0
+    max_steps: int = 10_000
+
+    def validate(self, num_devices: int) -> None:
+        if self.episodes < 0 or self.every_env_steps < 0 or self.max_steps < 1:
+            raise ValueError(
+                f"eval.episodes={self.episodes}, eval.every_env_steps={self.every_env_steps} "
+                f"must be >= 0 and eval.max_steps={self.max_steps} >= 1"
+            )
+        if self.episodes % num_devices:
+            raise ValueError(
+                f"eval.episodes={self.episodes} does not divide over {num_devices} devices; use "
+                f"a multiple of {num_devices}"
+            )
+
+
+@dataclasses.dataclass(frozen=True)
 class TrainConfig(Generic[AlgoConfigT]):
     """Everything a training run needs.
 
@@ -69,6 +97,7 @@ class TrainConfig(Generic[AlgoConfigT]):
       env_hide: flat observation entries to hide (partial observability), e.g. 1 3 for
         CartPole without velocities.
       arch: layout over devices and program calls.
+      eval: evaluation during and after training.
       out: directory under which the run directory is made.
       run_name: the run directory's name; empty means ALGO_ENV_TIMESTAMP.
       stop_return: stop early once a call's mean return of completed episodes reaches this.
@@ -80,6 +109,7 @@ class TrainConfig(Generic[AlgoConfigT]):
     env_kwargs: dict[str, float] = dataclasses.field(default_factory=dict)
     env_hide: tuple[int, ...] = ()
     arch: ArchConfig = ArchConfig()
+    eval: EvalConfig = EvalConfig()
     out: str = "runs"
     run_name: str = ""
     stop_return: float | None = None

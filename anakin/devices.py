@@ -69,6 +69,11 @@ def psum(tree: Any) -> Any:
     return _fused(jax.lax.psum, tree)
 
 
+def all_gather(tree: Any) -> Any:
+    """Every device's values, stacked on a new leading device axis, on every device."""
+    return jax.lax.all_gather(tree, AXIS)
+
+
 def axis_index() -> jax.Array:
     """This device's index along the device axis, inside a `pmap`ped program."""
     return jax.lax.axis_index(AXIS)

@@ -100,6 +100,8 @@ def describe(record: dict[str, Any]) -> str:
         parts.append("return - (no episode ended)")
     if record.get("loss") is not None:
         parts.append(f"loss {record['loss']:.4g}")
+    if record.get("eval_mean_return") is not None:
+        parts.append(f"eval {record['eval_mean_return']:.1f}")
     return " | ".join(parts)
 
 

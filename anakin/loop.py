@@ -167,3 +167,83 @@ def make_program(
         )
 
     return Program(init=init, train=dev.pmap(train, devices, donate_argnums=0), devices=devices)
+
+
+class EvalResult(NamedTuple):
+    """Per-episode results of one evaluation, leaves [num_episodes] (host numpy after `run`)."""
+
+    returns: jax.Array  # float32, return over the episode (or up to the step limit)
+    lengths: jax.Array  # int32
+    finished: jax.Array  # bool, the episode ended before the step limit
+
+
+def make_evaluator(
+    algo: Algorithm,
+    env: Any,
+    env_params: Any,
+    *,
+    num_episodes: int,
+    max_steps: int,
+    devices: Sequence[jax.Device],
+) -> Callable[[Any, jax.Array], EvalResult]:
+    """`evaluate(learner (per device), key) -> EvalResult`: one episode per evaluation env.
+
+    Runs `num_episodes` environments (split over the devices) with the algorithm's evaluation
+    policy until each has finished one episode, or `max_steps` steps have passed, so an
+    environment without a time limit cannot hang it. A `while_loop` stops as soon as all are
+    done. Episode i's randomness depends only on (key, i), not on the device count.
+    """
+    devices = list(devices)
+    num_devices = len(devices)
+    if num_episodes % num_devices:
+        raise ValueError(f"eval episodes={num_episodes} do not divide over {num_devices} devices")
+    per_device = num_episodes // num_devices
+
+    def run(learner, keys):  # keys [per_device, 2]
+        reset_keys, keys = _split_env_keys(keys, 2)
+        obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(reset_keys, env_params)
+        actor = algo.init_actor(jax.random.PRNGKey(0), per_device)
+        zeros = jnp.zeros(per_device)
+
+        def body(carry):
+            t, env_state, obs, first, actor, keys, done, ret, length = carry
+            keys, act_keys, step_keys = _split_env_keys(keys, 3)
+            action, actor, _ = algo.act(learner, actor, obs, first, act_keys, evaluate=True)
+            obs, env_state, reward, terminated, truncated, _ = env_step(
+                env, env_params, env_state, action, step_keys
+            )
+            live = jnp.logical_not(done)
+            ret = ret + jnp.where(live, reward, 0.0)
+            length = length + live.astype(jnp.int32)
+            first = jnp.logical_or(terminated, truncated)
+            done = jnp.logical_or(done, first)
+            return t + 1, env_state, obs, first, actor, keys, done, ret, length
+
+        def cond(carry):
+            t, done = carry[0], carry[6]
+            return jnp.logical_and(t < max_steps, jnp.logical_not(jnp.all(done)))
+
+        init = (
+            jnp.int32(0),
+            env_state,
+            obs,
+            jnp.ones(per_device, bool),
+            actor,
+            keys,
+            jnp.zeros(per_device, bool),
+            zeros,
+            zeros.astype(jnp.int32),
+        )
+        *_, done, ret, length = jax.lax.while_loop(cond, body, init)
+        gathered = dev.all_gather(EvalResult(ret, length, done))
+        return jax.tree.map(lambda x: x.reshape(-1), gathered)  # [num_episodes], all devices
+
+    program = dev.pmap(run, devices)
+
+    def evaluate(learner, key: jax.Array) -> EvalResult:
+        keys = dev.shard(
+            dev.split_leading(jax.random.split(key, num_episodes), num_devices), devices
+        )
+        return dev.unreplicate(program(learner, keys))
+
+    return evaluate

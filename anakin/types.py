@@ -33,6 +33,18 @@ class Transition(NamedTuple):
     extras: dict[str, Any]  # what `act` stored: behaviour logits, core state, ...
 
 
+class Layout(NamedTuple):
+    """How environments are spread over devices; some algorithms size their state by it."""
+
+    num_envs: int  # over all devices
+    num_devices: int
+    rollout_length: int
+
+    @property
+    def envs_per_device(self) -> int:
+        return self.num_envs // self.num_devices
+
+
 class Algorithm(NamedTuple):
     """An algorithm as pure functions; the loop in `anakin.loop` calls them inside `pmap(scan)`.
 
@@ -40,9 +52,11 @@ class Algorithm(NamedTuple):
         Parameters, optimiser state, replay, counters. Called once, outside any vmap.
     init_actor(key, num_envs) -> ActorState
         Per-environment acting state (e.g. LSTM core), leaves [num_envs, ...]; () if none.
-    act(learner, actor, obs [B, ...], first [B], keys [B]) -> (action [B], actor, extras)
+    act(learner, actor, obs [B, ...], first [B], keys [B], evaluate=False)
+            -> (action [B], actor, extras)
         `first` marks observations that start an episode (recurrent cores reset there);
-        `keys` are per-environment, so results do not depend on how envs split over devices.
+        `keys` are per-environment, so results do not depend on how envs split over devices;
+        `evaluate` (static) asks for the evaluation policy (greedy, or an evaluation epsilon).
     update(learner, traj: Transition [T, B], key) -> (learner, metrics)
         Averages gradients with `anakin.devices.pmean`; metrics are scalars.
     """

@@ -1,6 +1,7 @@
 """Environments for anakin: gymnax environments behind the gymnax 1.x step contract."""
 
-from envs import _lazy  # noqa: F401  (first: defers gymnax's plotting imports)
+from anakin import _xla  # noqa: F401  (XLA flags: gymnax starts JAX's backend on import)
+from envs import _lazy  # noqa: F401  (before gymnax: defers its plotting imports)
 from envs.registry import EnvSpec, check_name, make, names, register, spec
 from envs.wrappers import (
     AutoReset,
