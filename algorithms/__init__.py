@@ -22,8 +22,15 @@ def _impala() -> AlgorithmEntry:
     return AlgorithmEntry(impala.ImpalaConfig, impala.make_impala, impala.PRESETS)
 
 
+def _r2d2() -> AlgorithmEntry:
+    from algorithms import r2d2
+
+    return AlgorithmEntry(r2d2.R2D2Config, r2d2.make_r2d2, r2d2.PRESETS)
+
+
 REGISTRY: dict[str, Callable[[], AlgorithmEntry]] = {
     "impala": _impala,
+    "r2d2": _r2d2,
 }
 
 

@@ -1,0 +1,287 @@
+"""R2D2: loss against rlax, priorities, target updates, epsilons, config errors, learning."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import rlax
+
+import algorithms
+import envs
+from algorithms.networks import Network, NetworkConfig
+from algorithms.r2d2 import (
+    PRESETS,
+    R2D2Config,
+    ape_x_epsilons,
+    r2d2_loss,
+    sequence_priorities,
+)
+from anakin import devices as dev
+from anakin import loop, runner
+from anakin.config import ArchConfig, EvalConfig, TrainConfig
+from anakin.types import Transition
+
+TX = rlax.SIGNED_HYPERBOLIC_PAIR
+
+
+def table_q_network() -> Network:
+    """Q-values read off the observation (scaled by params["w"]): every Q is hand-chosen."""
+
+    def apply(params, obs, core, first):
+        return obs * params["w"], core
+
+    def unroll(params, obs, first, core):
+        return obs * params["w"], core
+
+    return Network(lambda key: {"w": jnp.float32(1.0)}, lambda n: (), apply, unroll)
+
+
+def random_sequences(rng, length, batch, actions, truncate_at=None):
+    q = rng.normal(size=(length, batch, actions)).astype(np.float32)
+    final = rng.normal(size=(length, batch, actions)).astype(np.float32)
+    final[:-1] = np.where(np.zeros((length - 1, batch, 1), bool), 0, q[1:])  # = next obs
+    term = np.zeros((length, batch), bool)
+    trunc = np.zeros((length, batch), bool)
+    term[3, 0] = True
+    if truncate_at is not None:
+        trunc[truncate_at, 1] = True
+        final[truncate_at, 1] = rng.normal(size=actions)
+    steps = Transition(
+        obs=q,
+        first=np.zeros((length, batch), bool),
+        action=rng.integers(0, actions, size=(length, batch)).astype(np.int32),
+        reward=rng.normal(size=(length, batch)).astype(np.float32),
+        terminated=term,
+        truncated=trunc,
+        final_obs=final,
+        extras={},
+    )
+    return jax.tree.map(jnp.asarray, steps)
+
+
+def test_loss_matches_direct_rlax_call():
+    cfg = R2D2Config(
+        burn_in_length=2, trace_length=5, bootstrap_n=2, discount=0.9, max_priority_weight=0.9
+    )
+    rng = np.random.default_rng(0)
+    steps = random_sequences(rng, cfg.sequence_length, batch=3, actions=4)
+    online, target = {"w": jnp.float32(1.0)}, {"w": jnp.float32(0.5)}
+    weights = jnp.array([1.0, 0.5, 0.25])
+    loss, (priorities, _) = r2d2_loss(online, target, table_q_network(), steps, (), weights, cfg)
+
+    # Direct: only the 5 + 1 steps after the burn-in; double Q (online selects, target values).
+    d = jax.tree.map(lambda x: x[2:], steps)
+    q_on, q_tg = d.obs * 1.0, d.obs * 0.5
+    td = jax.vmap(
+        lambda *a: rlax.transformed_n_step_q_learning(*a, n=2, tx_pair=TX),
+        in_axes=1,
+        out_axes=1,
+    )(
+        q_on[:-1],
+        d.action[:-1],
+        q_tg[1:],
+        jnp.argmax(q_on, -1)[1:],
+        d.reward[:-1],
+        0.9 * (1.0 - d.terminated[:-1]),
+    )
+    expected = jnp.mean(weights * 0.5 * jnp.sum(td**2, axis=0))
+    np.testing.assert_allclose(loss, expected, rtol=1e-5)
+    np.testing.assert_allclose(priorities, sequence_priorities(td, 0.9), rtol=1e-5)
+
+
+def test_truncated_step_bootstraps_from_final_observation():
+    cfg = R2D2Config(burn_in_length=0, trace_length=6, bootstrap_n=3, discount=0.9)
+    rng = np.random.default_rng(1)
+    steps = random_sequences(rng, cfg.sequence_length, batch=2, actions=3, truncate_at=2)
+    online, target = {"w": jnp.float32(1.0)}, {"w": jnp.float32(0.7)}
+    loss, _ = r2d2_loss(online, target, table_q_network(), steps, (), jnp.ones(2), cfg)
+
+    # By hand: at the truncated step, reward += 0.9 * h^-1(Q_target(final)[argmax Q_online(final)])
+    # and the discount is cut, so nothing of the next episode leaks into the target.
+    d = steps
+    final = d.final_obs[2, 1]
+    boot = TX.apply_inv(0.7 * final[jnp.argmax(final)])
+    rewards = d.reward.at[2, 1].add(0.9 * boot)
+    discounts = 0.9 * (1.0 - d.terminated) * (1.0 - d.truncated)
+    td = jax.vmap(
+        lambda *a: rlax.transformed_n_step_q_learning(*a, n=3, tx_pair=TX),
+        in_axes=1,
+        out_axes=1,
+    )(
+        d.obs[:-1],
+        d.action[:-1],
+        0.7 * d.obs[1:],
+        jnp.argmax(d.obs, -1)[1:],
+        rewards[:-1],
+        discounts[:-1],
+    )
+    np.testing.assert_allclose(loss, jnp.mean(0.5 * jnp.sum(td**2, axis=0)), rtol=1e-5)
+
+
+def test_priority_mixture_hand_worked():
+    # |td| per sequence: [1, 3, 1] and [2, 0.5, 1.5]; max [3, 2], mean [5/3, 4/3].
+    # 0.9 * max + 0.1 * mean = [2.7 + 0.166667, 1.8 + 0.133333] = [2.866667, 1.933333]
+    td = jnp.array([[1.0, -2.0], [3.0, 0.5], [-1.0, 1.5]])
+    np.testing.assert_allclose(sequence_priorities(td, 0.9), [2.866667, 1.933333], rtol=1e-6)
+    np.testing.assert_allclose(sequence_priorities(td, 1.0), [3.0, 2.0])
+
+
+def test_ape_x_epsilons():
+    eps = np.asarray(ape_x_epsilons(8, 0.4, 7.0))
+    np.testing.assert_allclose(eps[[0, -1]], [0.4, 0.4**8], rtol=1e-6)
+    np.testing.assert_allclose(eps[3], 0.4 ** (1 + 7 * 3 / 7), rtol=1e-6)
+    assert np.all(np.diff(eps) < 0)
+
+
+def tiny_program(num_devices, updates_per_call=1):
+    env, params = envs.make("CartPole-v1")
+    spec = envs.spec(env, params)
+    cfg, arch = PRESETS["tiny"]
+    from anakin.types import Layout
+
+    algo = algorithms.get("r2d2").make(
+        cfg, spec, Layout(arch.num_envs, num_devices, arch.rollout_length)
+    )
+    return cfg, loop.make_program(
+        algo,
+        env,
+        params,
+        num_envs=arch.num_envs,
+        rollout_length=arch.rollout_length,
+        updates_per_call=updates_per_call,
+        devices=dev.select(num_devices),
+    )
+
+
+def test_target_network_changes_exactly_every_period_and_params_agree():
+    cfg, program = tiny_program(4)
+    assert cfg.target_update_period == 4
+    state = program.init(0)
+    previous_target = dev.unreplicate(state.learner.target_params)
+    seen = []
+    for _ in range(12):
+        state, _ = program.train(state)
+        learner = dev.unreplicate(state.learner)
+        steps = int(learner.steps)
+        changed = any(
+            not np.array_equal(a, b)
+            for a, b in zip(
+                jax.tree.leaves(learner.target_params),
+                jax.tree.leaves(previous_target),
+                strict=True,
+            )
+        )
+        if steps % 4 == 0 and steps > 0:
+            jax.tree.map(np.testing.assert_array_equal, learner.target_params, learner.params)
+        seen.append((steps, changed))
+        previous_target = learner.target_params
+    # tiny: 2 SGD steps per update, so steps run 0, 0, ... (waiting for min_replay_size),
+    # then 2, 4, 6, ...; the target moves exactly when steps crosses a multiple of 4.
+    learning = [(s, c) for s, c in seen if s > 0]
+    assert len(learning) >= 4
+    for s, c in learning:
+        assert c == (s % 4 == 0), seen
+    assert dev.max_divergence(dev.to_host(state.learner.params)) == 0.0
+    # Each device holds its own environments' sequences: the replays differ.
+    obs = np.asarray(state.learner.replay.steps.obs)
+    assert not np.array_equal(obs[0], obs[1])
+
+
+def test_epsilons_follow_the_global_environment_index():
+    _, program4 = tiny_program(4)
+    _, program1 = tiny_program(1)
+    eps4 = np.asarray(program4.init(0).actor.epsilon).reshape(-1)
+    eps1 = np.asarray(program1.init(0).actor.epsilon).reshape(-1)
+    np.testing.assert_array_equal(eps4, eps1)
+    np.testing.assert_allclose(eps1, ape_x_epsilons(8, 0.4, 7.0), rtol=1e-6)
+
+
+def arch(**kw):
+    return dataclasses.replace(ArchConfig(num_envs=8, rollout_length=8), **kw)
+
+
+@pytest.mark.parametrize(
+    "changes, arch_changes, message",
+    [
+        (
+            dict(burn_in_length=40, trace_length=80, replay_capacity=64),
+            {},
+            "burn_in + trace + 1 = 121 steps plus one rollout of 8 need 129",
+        ),
+        (dict(batch_size=6), {}, "algo.batch_size=6 does not divide over 4 devices"),
+        (
+            dict(replay_capacity=100),
+            {},
+            "algo.replay_capacity=100 sequences do not divide over arch.num_envs=8",
+        ),
+        (
+            dict(batch_size=64, min_replay_size=32),
+            {},
+            "algo.batch_size=64 is larger than algo.min_replay_size=32",
+        ),
+        (dict(min_replay_size=100_000), {}, "algo.min_replay_size=100000 can never be reached"),
+        (dict(samples_per_insert=0.01), {}, "SGD steps per rollout"),
+    ],
+)
+def test_configs_that_cannot_work_are_refused(changes, arch_changes, message):
+    cfg = dataclasses.replace(
+        R2D2Config(
+            batch_size=32,
+            min_replay_size=64,
+            replay_capacity=4096,
+            burn_in_length=4,
+            trace_length=8,
+            sequence_period=4,
+        ),
+        **changes,
+    )
+    with pytest.raises(ValueError) as e:
+        cfg.validate(arch(**arch_changes), 4)
+    assert message in str(e.value)
+
+
+def test_replay_memory_is_reported(tmp_path):
+    cfg, arch_ = PRESETS["tiny"]
+    result = runner.train(
+        "r2d2",
+        TrainConfig(
+            algo=cfg, arch=arch_, out=str(tmp_path), quiet=True, eval=EvalConfig(episodes=4)
+        ),
+    )
+    assert result.summary["replay_bytes"] > 0
+    assert result.summary["state_bytes"] > result.summary["replay_bytes"]
+
+
+def test_r2d2_learns_catch(tmp_path):
+    cfg = TrainConfig(
+        algo=R2D2Config(
+            discount=0.99,
+            burn_in_length=4,
+            trace_length=8,
+            sequence_period=4,
+            bootstrap_n=3,
+            batch_size=32,
+            samples_per_insert=1.0,
+            min_replay_size=256,
+            replay_capacity=2048,
+            target_update_period=50,
+            network=NetworkConfig(hidden_sizes=(64,), lstm_size=32),
+        ),
+        env="Catch-bsuite",
+        arch=ArchConfig(
+            num_envs=16, rollout_length=16, updates_per_call=20, total_env_steps=90_000
+        ),
+        eval=EvalConfig(episodes=32, every_env_steps=20_000),
+        out=str(tmp_path),
+        quiet=True,
+    )
+    result = runner.train("r2d2", cfg)
+    evals = [r["eval_mean_return"] for r in result.records if "eval_mean_return" in r]
+    print(
+        f"\nR2D2 on Catch: greedy evaluation {evals} over {result.summary['env_steps']} "
+        f"env steps, {result.summary['train_time']:.1f}s training"
+    )
+    # Random play scores about -0.6; the greedy policy must catch at least 9 balls in 10.
+    assert evals[-1] >= 0.8

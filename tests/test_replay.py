@@ -1,0 +1,140 @@
+"""Prioritised sequence replay: cutting, stored states, FIFO eviction, sampling statistics."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from algorithms import replay as rp
+from anakin.types import Transition
+
+
+def stream_rollout(start: int, num: int, num_envs: int = 1, resets=()):
+    """Steps start..start+num-1 of a hand-made stream: obs = [t], core = 100 + t, and the
+    observation at a step listed in `resets` starts an episode (first=True)."""
+    t = np.arange(start, start + num)
+    tile = lambda x: np.repeat(x[:, None], num_envs, axis=1)  # noqa: E731
+    env_offset = np.arange(num_envs)[None] * 1000  # env e's obs are t + 1000 e
+    traj = Transition(
+        obs=(tile(t) + env_offset)[..., None].astype(np.float32),
+        first=tile(np.isin(t, resets)),
+        action=tile(t % 2).astype(np.int32),
+        reward=tile(t).astype(np.float32),
+        terminated=tile(np.isin(t + 1, resets)),
+        truncated=tile(np.zeros(num, bool)),
+        final_obs=(tile(t + 1) + env_offset)[..., None].astype(np.float32),
+        extras={},
+    )
+    core = (tile(100.0 + t) + env_offset)[..., None].astype(np.float32)
+    return jax.tree.map(jnp.asarray, traj), jnp.asarray(core)
+
+
+def empty(layout):
+    step = Transition(
+        np.zeros(1, np.float32),
+        False,
+        np.int32(0),
+        np.float32(0),
+        False,
+        False,
+        np.zeros(1, np.float32),
+        {},
+    )
+    return rp.init(layout, jax.tree.map(jnp.asarray, step), jnp.zeros(1, jnp.float32))
+
+
+def fill(layout, steps: int, per_insert: int, resets=(), num_envs=1):
+    replay = empty(layout)
+    for start in range(0, steps, per_insert):
+        traj, core = stream_rollout(start, per_insert, num_envs, resets)
+        replay = rp.insert(replay, layout, traj, core)
+    return replay
+
+
+def valid_starts(replay, layout, env=0):
+    """Absolute start steps of the sampleable sequences of `env`, read back from the data."""
+    slots = np.flatnonzero(np.asarray(replay.priority[env]) > 0)
+    steps, _ = rp.gather(replay, layout, jnp.full(len(slots), env), jnp.asarray(slots))
+    return sorted(int(x) for x in np.asarray(steps.obs)[0, :, 0] - 1000 * env)
+
+
+def test_sequences_are_cut_every_period_with_their_core_state():
+    # L = 4 steps every P = 2: after steps 0..8 the complete sequences start at 0, 2, 4
+    # (6..9 still lacks step 9). An episode starts at step 5, inside two of them.
+    layout = rp.ReplayLayout(num_envs=2, capacity=12, length=4, period=2)
+    replay = fill(layout, steps=9, per_insert=3, resets=(5,), num_envs=2)
+    assert valid_starts(replay, layout) == [0, 2, 4]
+    slots = jnp.array([0, 1, 2])
+    steps, core = rp.gather(replay, layout, jnp.array([1, 1, 1]), slots)
+    np.testing.assert_array_equal(
+        steps.obs[:, :, 0].T - 1000, [[0, 1, 2, 3], [2, 3, 4, 5], [4, 5, 6, 7]]
+    )
+    np.testing.assert_array_equal(core[:, 0] - 1000, [100, 102, 104])  # state at each start
+    np.testing.assert_array_equal(steps.first.T, [[0, 0, 0, 0], [0, 0, 0, 1], [0, 1, 0, 0]])
+    np.testing.assert_array_equal(steps.terminated.T, [[0, 0, 0, 0], [0, 0, 1, 0], [1, 0, 0, 0]])
+    np.testing.assert_array_equal(steps.final_obs[:, 0, 0] - 1000, [1, 2, 3, 4])
+
+
+def test_fifo_eviction_keeps_the_newest_sequences():
+    # A ring of 8 steps holds sequences starting at S in [N - 8, N - 4], S even.
+    layout = rp.ReplayLayout(num_envs=1, capacity=8, length=4, period=2)
+    for n in (6, 9, 12, 21):
+        replay = fill(layout, steps=n, per_insert=3)
+        newest = [s for s in range(0, n) if s % 2 == 0 and n - 8 <= s <= n - 4]
+        assert valid_starts(replay, layout) == newest, n
+    assert rp.size(replay) == len(newest)
+    assert layout.max_sequences == 3
+
+
+def test_new_sequences_get_the_max_priority_and_keep_updated_ones():
+    layout = rp.ReplayLayout(num_envs=1, capacity=16, length=4, period=2)
+    replay = fill(layout, steps=6, per_insert=3)  # sequences 0 and 2 complete
+    np.testing.assert_array_equal(replay.priority[0, :2], [1.0, 1.0])
+    sample = rp.Sample(None, None, jnp.array([0, 0]), jnp.array([0, 1]), None, None)
+    replay = rp.update_priorities(replay, sample, jnp.array([5.0, 0.0]))
+    np.testing.assert_array_equal(replay.priority[0, :2], np.float32([5.0, rp.MIN_PRIORITY]))
+    assert replay.max_priority == 5.0
+    traj, core = stream_rollout(6, 3)
+    replay = rp.insert(replay, layout, traj, core)  # completes sequence 4 (steps 4..7)
+    np.testing.assert_array_equal(replay.priority[0, :3], np.float32([5.0, rp.MIN_PRIORITY, 5.0]))
+
+
+@pytest.mark.parametrize("exponent", [1.0, 0.5])
+def test_sampling_frequencies_follow_priorities(exponent):
+    layout = rp.ReplayLayout(num_envs=2, capacity=8, length=2, period=2)  # 2 x 4 slots
+    priorities = jnp.array([[1.0, 2.0, 0.0, 3.0], [0.5, 0.0, 4.0, 1.5]])
+    replay = empty(layout).replace(priority=priorities, written=jnp.int32(8))
+    n = 200_000
+    sample = jax.jit(lambda k: rp.sample(replay, layout, k, n, exponent))(jax.random.PRNGKey(0))
+    counts = np.bincount(np.asarray(sample.env * 4 + sample.slot), minlength=8)
+    expected = np.asarray(priorities).reshape(-1) ** exponent
+    expected = np.where(np.asarray(priorities).reshape(-1) > 0, expected, 0) / expected.sum()
+    # Tolerance: 5 binomial standard errors per slot (a false alarm about once in 10^6 runs).
+    tolerance = 5 * np.sqrt(expected * (1 - expected) / n)
+    np.testing.assert_array_less(np.abs(counts / n - expected), tolerance + 1e-12)
+    assert counts[2] == 0 and counts[5] == 0  # zero priority: never
+    np.testing.assert_allclose(
+        sample.probability, expected[sample.env * 4 + sample.slot], rtol=1e-5
+    )
+
+
+def test_search_never_returns_zero_priority_items():
+    weight = jnp.array([0.0, 3.0, 0.0, 1e-7, 0.0, 0.0])
+    u = jnp.array([0.0, 0.5, 0.99999994, 1.0 - 2**-24, 0.9999999])  # float32's top end
+    idx = np.asarray(rp.search(weight, u))
+    assert set(idx) <= {1, 3}
+    # Many tiny priorities after a huge one: float32 cumsum rounding cannot pick a zero.
+    weight = jnp.concatenate([jnp.array([1e8]), jnp.full(1000, 1e-3), jnp.zeros(24)])
+    idx = rp.search(weight, jax.random.uniform(jax.random.PRNGKey(1), (100_000,)))
+    assert float(jnp.min(weight[idx])) > 0
+
+
+def test_importance_weights_hand_worked():
+    # N = 10 valid, P = [0.1, 0.2, 0.4], beta = 0.5: (N P)^-beta = [1, 2^-0.5, 4^-0.5] = [1,
+    # 0.7071, 0.5], already max-normalised.
+    sample = rp.Sample(None, None, None, None, jnp.array([0.1, 0.2, 0.4]), jnp.int32(10))
+    np.testing.assert_allclose(
+        rp.importance_weights(sample, 0.5), [1.0, 0.70710678, 0.5], rtol=1e-6
+    )
+    # beta = 1: [1, 0.5, 0.25]
+    np.testing.assert_allclose(rp.importance_weights(sample, 1.0), [1.0, 0.5, 0.25], rtol=1e-6)
