@@ -8,9 +8,11 @@ compiles, with a message that names them.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import sys
+from pathlib import Path
 
 from anakin import _xla
 
@@ -51,55 +53,114 @@ def _algo_help() -> str:
     return "\n".join(lines)
 
 
+def _error(command: str, message: str, code: int = 2) -> int:
+    print(f"anakin {command}: error: {message}", file=sys.stderr)
+    return code
+
+
 def _train(argv: list[str]) -> int:
     import tyro
 
     import algorithms
     from anakin import runner
+    from anakin.checkpoint import CheckpointError
     from anakin.config import TrainConfig
 
-    parser = argparse.ArgumentParser(
-        prog="anakin train",
-        add_help=False,
-        description="Train an algorithm. `anakin train ALGO --help` lists every flag.",
-    )
-    parser.add_argument("algo", nargs="?", help="algorithm to train")
-    parser.add_argument("--preset", default="default")
+    parser = argparse.ArgumentParser(prog="anakin train", add_help=False)
+    parser.add_argument("algo", nargs="?")
+    parser.add_argument("--preset", default=None)
+    parser.add_argument("--resume", default=None)
+    parser.add_argument("--resume-step", type=int, default=None)
+    parser.add_argument("--force", action="store_true")
     known, rest = parser.parse_known_args(argv)
     if known.algo is None or known.algo.startswith("-"):
-        print(
-            "usage: anakin train ALGO [--preset NAME] [--help] [flags]\n\nalgorithms:\n"
-            + _algo_help()
-        )
+        print(TRAIN_USAGE + _algo_help())
         return 0 if any(a in ("-h", "--help") for a in argv) else 2
     try:
         entry = algorithms.get(known.algo)
     except ValueError as e:
-        print(f"anakin train: error: {e}", file=sys.stderr)
-        return 2
-    if known.preset not in entry.presets:
-        print(
-            f"anakin train: error: unknown preset {known.preset!r} for {known.algo}. "
-            f"Choose one of: {', '.join(entry.presets)}",
-            file=sys.stderr,
-        )
-        return 2
-    algo_cfg, arch = entry.presets[known.preset]
-    default = TrainConfig(algo=algo_cfg, arch=arch)
+        return _error("train", str(e))
+    saved = None
+    if known.resume:
+        if known.preset:
+            return _error(
+                "train",
+                "--preset and --resume do not go together: a resumed run "
+                "keeps the config it was saved with",
+            )
+        try:
+            saved = runner.load_saved_config(Path(known.resume), known.algo)
+        except ValueError as e:
+            return _error("train", str(e))
+        default, source = saved, f"the run in {known.resume}"
+    else:
+        preset = known.preset or "default"
+        if preset not in entry.presets:
+            return _error(
+                "train",
+                f"unknown preset {preset!r} for {known.algo}. Choose one "
+                f"of: {', '.join(entry.presets)}",
+            )
+        algo_cfg, arch = entry.presets[preset]
+        default, source = TrainConfig(algo=algo_cfg, arch=arch), f"preset {preset!r}"
     cfg = tyro.cli(
         TrainConfig[entry.config_cls],
         default=default,
         args=rest,
-        prog=f"anakin train {known.algo} [--preset {'|'.join(entry.presets)}]",
-        description=f"Train {known.algo} (defaults shown are preset {known.preset!r}).",
+        prog=f"anakin train {known.algo} [--preset {'|'.join(entry.presets)}] "
+        "[--resume RUN_DIR [--resume-step N] [--force]]",
+        description=f"Train {known.algo} (defaults shown are those of {source}).",
     )
     try:
+        if saved is not None:
+            runner.check_resume(saved, cfg, known.force)
         prepared = runner.setup(known.algo, cfg)
+        if saved is not None:
+            runner.check_same_devices(Path(known.resume), prepared)
     except ValueError as e:
-        print(f"anakin train: error: {e}", file=sys.stderr)
-        return 2
-    runner.train(known.algo, cfg, prepared)
+        return _error("train", str(e))
+    resume = runner.Resume(Path(known.resume), known.resume_step) if known.resume else None
+    try:
+        runner.train(known.algo, cfg, prepared, resume=resume)
+    except (runner.TrainingDiverged, CheckpointError) as e:
+        return _error("train", str(e), code=3)
     return 0
+
+
+def _evaluate(argv: list[str]) -> int:
+    from anakin import runner
+    from anakin.checkpoint import CheckpointError
+
+    parser = argparse.ArgumentParser(
+        prog="anakin evaluate",
+        description="Evaluate a saved checkpoint with the evaluation policy (greedy, or the "
+        "algorithm's evaluation epsilon) on this machine's devices.",
+    )
+    parser.add_argument("run_dir", help="a run directory written by `anakin train`")
+    parser.add_argument("--step", type=int, default=None, help="checkpoint (default: newest)")
+    parser.add_argument("--episodes", type=int, default=None, help="default: the run's eval")
+    parser.add_argument("--max-steps", type=int, default=None, help="step limit per episode")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    try:
+        result = runner.evaluate_checkpoint(
+            Path(args.run_dir),
+            step=args.step,
+            episodes=args.episodes,
+            max_steps=args.max_steps,
+            seed=args.seed,
+        )
+    except (ValueError, CheckpointError) as e:
+        return _error("evaluate", str(e))
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+TRAIN_USAGE = """usage: anakin train ALGO [--preset NAME] [--help] [flags]
+       anakin train ALGO --resume RUN_DIR [--resume-step N] [--force] [flags]
+
+algorithms:
+"""
 
 
 def _envs(argv: list[str]) -> int:
@@ -109,7 +170,7 @@ def _envs(argv: list[str]) -> int:
     return 0
 
 
-COMMANDS = {"train": _train, "envs": _envs}
+COMMANDS = {"train": _train, "evaluate": _evaluate, "envs": _envs}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,8 +190,47 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         return 0
     _cpu_device_flag()
+    try:
+        argv = _distributed(argv)
+    except ValueError as e:
+        return _error(argv[0], str(e))
     _compile_cache()
     return COMMANDS[argv[0]](argv[1:])
+
+
+def _distributed(argv: list[str]) -> list[str]:
+    """Joins a multi-process run when asked to (flags or JAX_* variables); strips the flags."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--coordinator", default=None)
+    parser.add_argument("--num-processes", type=int, default=None)
+    parser.add_argument("--process-id", type=int, default=None)
+    known, rest = parser.parse_known_args(argv)
+    given = [known.coordinator, known.num_processes, known.process_id]
+    if (
+        any(v is not None for v in given)
+        and None in given[1:]
+        and not (os.environ.get("JAX_NUM_PROCESSES") and os.environ.get("JAX_PROCESS_ID"))
+    ):
+        raise ValueError(
+            "a multi-process run needs --coordinator HOST:PORT, --num-processes N "
+            "and --process-id I (or JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, "
+            "JAX_PROCESS_ID)"
+        )
+    from anakin import devices
+
+    devices.initialize_distributed(known.coordinator, known.num_processes, known.process_id)
+    return rest
+
+
+MAIN_USAGE = """usage: anakin {train,evaluate,envs} ...
+
+  train ALGO [--preset NAME] [flags]      train an algorithm (anakin train ALGO --help)
+  train ALGO --resume RUN_DIR             continue a checkpointed run exactly
+  evaluate RUN_DIR [--episodes M]         evaluate a saved checkpoint
+  envs                                    list environment names
+
+multi-process runs: add --coordinator HOST:PORT --num-processes N --process-id I to every
+process's command (or set JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID)."""
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import types
+import typing
 from typing import Any, Generic, TypeVar
 
 AlgoConfigT = TypeVar("AlgoConfigT")
@@ -87,6 +89,29 @@ class EvalConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class CheckpointConfig:
+    """Checkpoints of the whole training state (see `anakin.checkpoint`).
+
+    Attributes:
+      every_env_steps: save each time training passes a multiple of this many env steps;
+        0 means only at the end.
+      keep: how many of the newest good checkpoints to keep.
+      enabled: False writes none at all.
+    """
+
+    every_env_steps: int = 0
+    keep: int = 3
+    enabled: bool = True
+
+    def validate(self) -> None:
+        if self.every_env_steps < 0 or self.keep < 1:
+            raise ValueError(
+                f"checkpoint.every_env_steps={self.every_env_steps} must be >= 0 and "
+                f"checkpoint.keep={self.keep} >= 1"
+            )
+
+
+@dataclasses.dataclass(frozen=True)
 class TrainConfig(Generic[AlgoConfigT]):
     """Everything a training run needs.
 
@@ -98,6 +123,8 @@ class TrainConfig(Generic[AlgoConfigT]):
         CartPole without velocities.
       arch: layout over devices and program calls.
       eval: evaluation during and after training.
+      checkpoint: how often to checkpoint, and how many to keep.
+      tensorboard: also write TensorBoard event files (needs the `tensorboard` extra).
       out: directory under which the run directory is made.
       run_name: the run directory's name; empty means ALGO_ENV_TIMESTAMP.
       stop_return: stop early once a call's mean return of completed episodes reaches this.
@@ -110,6 +137,8 @@ class TrainConfig(Generic[AlgoConfigT]):
     env_hide: tuple[int, ...] = ()
     arch: ArchConfig = ArchConfig()
     eval: EvalConfig = EvalConfig()
+    checkpoint: CheckpointConfig = CheckpointConfig()
+    tensorboard: bool = False
     out: str = "runs"
     run_name: str = ""
     stop_return: float | None = None
@@ -122,3 +151,51 @@ class TrainConfig(Generic[AlgoConfigT]):
 def to_dict(cfg: Any) -> dict[str, Any]:
     """A JSON-ready dict of a (nested) config dataclass."""
     return json.loads(json.dumps(dataclasses.asdict(cfg), default=str))
+
+
+def from_dict(cls: type, data: dict[str, Any]) -> Any:
+    """Rebuilds a (nested) config dataclass from `to_dict`'s output; unknown keys are errors."""
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = set(data) - set(fields)
+    if unknown:
+        raise ValueError(f"{cls.__name__} has no field(s) {sorted(unknown)}")
+    kwargs = {}
+    for name, value in data.items():
+        kwargs[name] = _coerce(hints[name], value)
+    return cls(**kwargs)
+
+
+def train_config_from_dict(data: dict[str, Any], algo_cls: type) -> TrainConfig:
+    """The `TrainConfig` that `to_dict` wrote, with `algo` rebuilt as an `algo_cls`."""
+    data = dict(data)
+    algo = from_dict(algo_cls, data.pop("algo"))
+    return dataclasses.replace(from_dict(TrainConfig, {**data, "algo": None}), algo=algo)
+
+
+def _coerce(hint: Any, value: Any) -> Any:
+    origin = typing.get_origin(hint)
+    if dataclasses.is_dataclass(hint) and isinstance(value, dict):
+        return from_dict(hint, value)
+    if origin is tuple and isinstance(value, list):
+        return tuple(value)
+    if origin in (typing.Union, types.UnionType):
+        for arg in typing.get_args(hint):
+            if dataclasses.is_dataclass(arg) and isinstance(value, dict):
+                return from_dict(arg, value)
+    if hint is float and isinstance(value, int):
+        return float(value)
+    return value
+
+
+def differences(a: Any, b: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
+    """(dotted field, value in a, value in b) for every leaf field where two configs differ."""
+    out = []
+    for f in dataclasses.fields(a):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        name = f"{prefix}{f.name}"
+        if dataclasses.is_dataclass(x) and dataclasses.is_dataclass(y):
+            out += differences(x, y, f"{name}.")
+        elif x != y:
+            out.append((name, x, y))
+    return out

@@ -6,6 +6,7 @@ Trees placed "per device" carry a leading axis of size `len(devices)`.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -18,8 +19,34 @@ from jax.sharding import PartitionSpec as P
 AXIS = "device"
 
 
+def initialize_distributed(
+    coordinator: str | None = None, num_processes: int | None = None, process_id: int | None = None
+) -> bool:
+    """Joins a multi-process run (`jax.distributed`), before anything else touches JAX.
+
+    Arguments left out come from JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and JAX_PROCESS_ID,
+    then from JAX's own cluster detection (SLURM, Open MPI, TPU pods, ...). Returns False (and
+    does nothing) when neither a coordinator nor a process count is given. On CPU, collectives
+    between processes use gloo.
+    """
+    env = os.environ
+    coordinator = coordinator or env.get("JAX_COORDINATOR_ADDRESS")
+    if num_processes is None and env.get("JAX_NUM_PROCESSES"):
+        num_processes = int(env["JAX_NUM_PROCESSES"])
+    if process_id is None and env.get("JAX_PROCESS_ID"):
+        process_id = int(env["JAX_PROCESS_ID"])
+    if coordinator is None and num_processes is None:
+        return False
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(coordinator, num_processes, process_id)
+    return True
+
+
 def select(num_devices: int = 0) -> list[jax.Device]:
-    """The first `num_devices` devices of the default backend (0 = all of them)."""
+    """The first `num_devices` devices of the default backend (0 = all of them).
+
+    With several processes these are global devices; each process drives its own.
+    """
     available = jax.devices()
     if num_devices < 0 or num_devices > len(available):
         raise ValueError(
@@ -84,10 +111,14 @@ def _sharding(devices: Sequence[jax.Device]) -> NamedSharding:
 
 
 def shard(tree: Any, devices: Sequence[jax.Device]) -> Any:
-    """Places a tree whose leaves have leading axis len(devices): slice i on device i."""
+    """Places a tree whose leaves have leading axis len(devices): slice i on device i.
+
+    Every process passes the whole (global) tree and keeps the slices of its own devices.
+    """
     sharding = _sharding(devices)
+    mine = np.asarray([d.process_index == jax.process_index() for d in devices])
     return jax.tree.map(
-        lambda x: jax.make_array_from_process_local_data(sharding, np.asarray(x)), tree
+        lambda x: jax.make_array_from_process_local_data(sharding, np.asarray(x)[mine]), tree
     )
 
 
@@ -117,8 +148,15 @@ def unreplicate(tree: Any) -> Any:
 
 
 def to_host(tree: Any) -> Any:
-    """Every device's slice, gathered to host numpy arrays with the leading device axis."""
-    return jax.tree.map(np.asarray, tree)
+    """This process's devices' slices as host numpy arrays, leading (local) device axis."""
+
+    def local(x):
+        if getattr(x, "is_fully_addressable", True):
+            return np.asarray(x)
+        shards = sorted(x.addressable_shards, key=lambda sh: sh.index[0].start)
+        return np.concatenate([np.asarray(sh.data) for sh in shards])
+
+    return jax.tree.map(local, tree)
 
 
 def max_divergence(tree: Any) -> float:

@@ -78,6 +78,44 @@ class MetricsWriter:
         self._f.close()
 
 
+def truncate_metrics(run_dir: str | Path, max_env_steps: int) -> None:
+    """Drops records past `max_env_steps` (a resumed run redoes those calls), atomically."""
+    path = Path(run_dir) / "metrics.jsonl"
+    if not path.exists():
+        return
+    keep = [r for r in read_metrics(run_dir) if r["env_steps"] <= max_env_steps]
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w") as f:
+        for r in keep:
+            f.write(json.dumps(r, default=_jsonable) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+class TensorBoardWriter:
+    """Scalars of each record as TensorBoard events (step = env steps), via tensorboardX."""
+
+    def __init__(self, path: Path):
+        try:
+            from tensorboardX import SummaryWriter
+        except ImportError:
+            raise ValueError(
+                "tensorboard=True needs tensorboardX: pip install 'anakin[tensorboard]'"
+            ) from None
+        self._w = SummaryWriter(str(path))
+
+    def write(self, record: dict[str, Any]) -> None:
+        step = record["env_steps"]
+        for k, v in record.items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "env_steps":
+                self._w.add_scalar(k, v, step)
+        self._w.flush()
+
+    def close(self) -> None:
+        self._w.close()
+
+
 def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
     with open(Path(run_dir) / "metrics.jsonl") as f:
         return [json.loads(line) for line in f if line.strip()]

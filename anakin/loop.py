@@ -32,12 +32,33 @@ class Program(NamedTuple):
 
     `train(state) -> (state, metrics)` runs `updates_per_call` updates on every device; its
     metrics are identical on every device (leading device axis) and are means over the call,
-    except the `episodes*` sums.
+    except the `episodes*` sums. `compile(state)` compiles `train` ahead of time, once per
+    program and state layout (later calls return the same executable).
     """
 
     init: Callable[[int], RunnerState]
     train: Callable[[RunnerState], tuple[RunnerState, Metrics]]
     devices: list[jax.Device]
+    executables: dict  # compiled `train`s, by state layout
+
+    def compile(self, state: RunnerState) -> Callable:
+        key = (
+            jax.tree.structure(state),
+            tuple((x.shape, str(x.dtype)) for x in jax.tree.leaves(state)),
+        )
+        if key not in self.executables:
+            self.executables[key] = self.train.lower(state).compile()
+        return self.executables[key]
+
+
+def all_finite(tree: Any) -> jax.Array:
+    """bool []: every floating-point leaf of `tree` is finite."""
+    checks = [
+        jnp.all(jnp.isfinite(x))
+        for x in jax.tree.leaves(tree)
+        if jnp.issubdtype(x.dtype, jnp.floating)
+    ]
+    return jnp.all(jnp.stack(checks)) if checks else jnp.bool_(True)
 
 
 def _split_env_keys(keys: jax.Array, num: int) -> tuple[jax.Array, ...]:
@@ -94,6 +115,57 @@ def make_rollout(algo: Algorithm, env: Any, env_params: Any, length: int):
     return rollout
 
 
+def make_init_global(algo: Algorithm, env: Any, env_params: Any, num_envs: int) -> Callable:
+    """`init_global(key) -> (learner, learner_key, per_env)`: the state of all environments,
+    before it is split over devices (per_env leaves [num_envs, ...])."""
+
+    def init_global(key: jax.Array):
+        params_key, actor_key, env_key, learner_key = jax.random.split(key, 4)
+        # Parameters are built once, outside any vmap (see anakin/_xla.py), then replicated.
+        learner = algo.init(params_key)
+        # One key chain per global environment index, independent of the device split.
+        env_keys = jax.random.split(env_key, num_envs)
+        reset_keys, env_keys = _split_env_keys(env_keys, 2)
+        obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(reset_keys, env_params)
+        actor = algo.init_actor(actor_key, num_envs)
+        first = jnp.ones((num_envs,), bool)
+        return learner, learner_key, (actor, env_state, obs, first, env_keys)
+
+    return init_global
+
+
+def state_shapes(
+    algo: Algorithm, env: Any, env_params: Any, num_envs: int, num_devices: int, sharding=None
+) -> RunnerState:
+    """The shapes of a `RunnerState` laid out over `num_devices` devices, without building it
+    (ShapeDtypeStructs, with `sharding` if given): how a checkpoint is read back on any
+    machine, e.g. onto one device for evaluation."""
+    learner, key, per_env = jax.eval_shape(
+        make_init_global(algo, env, env_params, num_envs), jax.random.PRNGKey(0)
+    )
+
+    def lead(x, per_device=False):
+        shape = (
+            (num_devices, x.shape[0] // num_devices, *x.shape[1:])
+            if per_device
+            else (num_devices, *x.shape)
+        )
+        return jax.ShapeDtypeStruct(shape, x.dtype, sharding=sharding)
+
+    actor, env_state, obs, first, env_keys = jax.tree.map(lambda x: lead(x, True), per_env)
+    learner, key = jax.tree.map(lead, (learner, key))
+    return RunnerState(
+        learner=learner,
+        actor=actor,
+        env_state=env_state,
+        obs=obs,
+        first=first,
+        env_keys=env_keys,
+        learner_key=key,
+        update_step=lead(jax.ShapeDtypeStruct((), jnp.int32)),
+    )
+
+
 def make_program(
     algo: Algorithm,
     env: Any,
@@ -129,6 +201,9 @@ def make_program(
         state, (metrics, sums) = jax.lax.scan(update_step, state, length=updates_per_call)
         metrics = dev.pmean(jax.tree.map(jnp.mean, metrics))
         sums = dev.psum(jax.tree.map(jnp.sum, sums))
+        # One cheap on-device check per call, so the host can stop a diverged run before it
+        # checkpoints NaNs.
+        metrics["finite"] = all_finite(getattr(state.learner, "params", state.learner))
         return state, {
             **metrics,
             "episodes": sums.count,
@@ -136,18 +211,7 @@ def make_program(
             "episode_length_sum": sums.length_sum,
         }
 
-    @jax.jit
-    def init_global(key: jax.Array):
-        params_key, actor_key, env_key, learner_key = jax.random.split(key, 4)
-        # Parameters are built once, outside any vmap (see anakin/_xla.py), then replicated.
-        learner = algo.init(params_key)
-        # One key chain per global environment index, independent of the device split.
-        env_keys = jax.random.split(env_key, num_envs)
-        reset_keys, env_keys = _split_env_keys(env_keys, 2)
-        obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(reset_keys, env_params)
-        actor = algo.init_actor(actor_key, num_envs)
-        first = jnp.ones((num_envs,), bool)
-        return learner, learner_key, (actor, env_state, obs, first, env_keys)
+    init_global = jax.jit(make_init_global(algo, env, env_params, num_envs))
 
     def init(seed: int) -> RunnerState:
         learner, learner_key, per_env = init_global(jax.random.PRNGKey(seed))
@@ -166,7 +230,9 @@ def make_program(
             update_step=step,
         )
 
-    return Program(init=init, train=dev.pmap(train, devices, donate_argnums=0), devices=devices)
+    return Program(
+        init=init, train=dev.pmap(train, devices, donate_argnums=0), devices=devices, executables={}
+    )
 
 
 class EvalResult(NamedTuple):

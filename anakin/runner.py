@@ -6,6 +6,7 @@ scalars per call, writes them down and decides when to stop.
 
 from __future__ import annotations
 
+import json
 import platform
 import time
 from pathlib import Path
@@ -19,7 +20,8 @@ import anakin
 import envs
 from anakin import devices as dev
 from anakin import logger, loop
-from anakin.config import TrainConfig, to_dict
+from anakin.checkpoint import Checkpointer
+from anakin.config import EvalConfig, TrainConfig, differences, to_dict, train_config_from_dict
 from anakin.types import Algorithm, Layout, RunnerState
 
 
@@ -177,95 +179,252 @@ def _call_record(call: int, arch, metrics: dict[str, Any], elapsed: float, start
     }
 
 
-def _eval_due(cfg: TrainConfig, env_steps: int, last: bool) -> bool:
-    if not cfg.eval.episodes:
-        return False
-    every = cfg.eval.every_env_steps
-    before = env_steps - cfg.arch.env_steps_per_call
+def _due(every: int, env_steps: int, steps_per_call: int, last: bool) -> bool:
+    """True on the last call, and on each call that passes a multiple of `every` env steps."""
+    before = env_steps - steps_per_call
     return last or (every > 0 and env_steps // every > before // every)
 
 
-def train(algo_name: str, cfg: TrainConfig, prepared: Setup | None = None) -> RunResult:
-    """Trains `algo_name` with `cfg`, writing `config.json`, `metrics.jsonl`, `summary.json`."""
+class Resume(NamedTuple):
+    """Continue the run in `run_dir` from checkpoint `step` (None: the newest)."""
+
+    run_dir: Path
+    step: int | None = None
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss or the parameters became non-finite; the run stopped without checkpointing."""
+
+
+# Fields a resumed run may change: how long to run and what to report, not what is computed.
+RESUMABLE_CHANGES = (
+    "arch.total_env_steps",
+    "eval.",
+    "checkpoint.",
+    "stop_return",
+    "quiet",
+    "tensorboard",
+    "out",
+    "run_name",
+)
+
+
+def check_resume(saved: TrainConfig, cfg: TrainConfig, force: bool = False) -> None:
+    """Refuses (ValueError listing each field) a resume whose config differs from the saved one
+    in anything but `RESUMABLE_CHANGES`, unless `force`."""
+    diffs = [
+        d
+        for d in differences(saved, cfg)
+        if not any(d[0] == f or (f.endswith(".") and d[0].startswith(f)) for f in RESUMABLE_CHANGES)
+    ]
+    if diffs and not force:
+        lines = "\n".join(f"  {name}: saved {a!r}, now {b!r}" for name, a, b in diffs)
+        raise ValueError(
+            f"the config differs from the one the run was saved with:\n{lines}\n"
+            "resume with the saved values (drop those flags), or pass --force to resume anyway "
+            "(the result will no longer match an uninterrupted run)"
+        )
+
+
+def load_saved_config(run_dir: Path, algo_name: str) -> TrainConfig:
+    """The config a run directory was trained with (ValueError if unreadable or another algo)."""
+    saved = _read_description(run_dir)
+    if saved.get("algorithm") != algo_name:
+        raise ValueError(
+            f"{run_dir} was trained with {saved.get('algorithm')!r}, not {algo_name!r}"
+        )
+    return train_config_from_dict(saved["config"], algorithms.get(algo_name).config_cls)
+
+
+def _agree(text: str) -> str:
+    """Process 0's `text` on every process (run directory names must match across hosts)."""
+    if jax.process_count() == 1:
+        return text
+    from jax.experimental import multihost_utils
+
+    data = np.zeros(1024, np.uint8)
+    raw = text.encode()[:1024]
+    data[: len(raw)] = np.frombuffer(raw, np.uint8)
+    data = np.asarray(multihost_utils.broadcast_one_to_all(data))
+    return bytes(data[data > 0]).decode()
+
+
+class _Reporter:
+    """Metrics file, TensorBoard and progress; only process 0 reports, the others stay quiet."""
+
+    def __init__(self, run_dir: Path, cfg: TrainConfig, title: str, primary: bool):
+        total = cfg.arch.num_calls * cfg.arch.env_steps_per_call
+        self.primary = primary
+        self.progress = logger.Progress(total, title, quiet=cfg.quiet or not primary)
+        self.writer = logger.MetricsWriter(run_dir / "metrics.jsonl") if primary else None
+        self.tb = (
+            logger.TensorBoardWriter(run_dir / "tensorboard")
+            if (primary and cfg.tensorboard)
+            else None
+        )
+
+    def write(self, record: dict[str, Any], final: bool) -> None:
+        if self.writer:
+            self.writer.write(record)
+        if self.tb:
+            self.tb.write(record)
+        self.progress.update(record, final=final)
+
+    def close(self) -> None:
+        for part in (self.writer, self.tb, self.progress):
+            if part:
+                part.close()
+
+
+def train(
+    algo_name: str, cfg: TrainConfig, prepared: Setup | None = None, resume: Resume | None = None
+) -> RunResult:
+    """Trains `algo_name` with `cfg`; with `resume`, continues a checkpointed run exactly.
+
+    Writes config.json, metrics.jsonl (one line per program call), summary.json and
+    checkpoints/ into the run directory (process 0 writes the files; every process takes part
+    in checkpoints).
+
+    Raises:
+      TrainingDiverged: the loss or parameters became non-finite (nothing was checkpointed
+        after the last good state).
+      CheckpointError: the checkpoint to resume from is missing, partial or corrupted.
+    """
     start = time.monotonic()
     s = prepared or setup(algo_name, cfg)
     arch = cfg.arch
-    run_dir = logger.make_run_dir(
-        cfg.out, cfg.run_name or logger.default_run_name(algo_name, cfg.env)
+    primary = jax.process_index() == 0
+    if resume:
+        run_dir = Path(resume.run_dir)
+    else:
+        name = _agree(cfg.run_name or logger.default_run_name(algo_name, cfg.env))
+        run_dir = logger.make_run_dir(cfg.out, name) if primary else Path(cfg.out) / name
+        run_dir = Path(_agree(str(run_dir)))
+    if primary:
+        logger.write_json(run_dir / "config.json", describe_run(s))
+    checkpointer = Checkpointer(run_dir, cfg.checkpoint.keep) if cfg.checkpoint.enabled else None
+
+    state = s.program.init(arch.seed)
+    first_call, wall_offset, last_good, resumed_from = 0, 0.0, None, None
+    if resume:
+        ckpt = checkpointer or Checkpointer(run_dir, cfg.checkpoint.keep)
+        step = resume.step if resume.step is not None else ckpt.latest_step()
+        state, meta = ckpt.restore(step, like=state)
+        first_call, wall_offset, last_good = meta["call"] + 1, meta["wall_time"], step
+        resumed_from = step
+        if primary:
+            logger.truncate_metrics(run_dir, max_env_steps=meta["env_steps"])
+    memory = memory_per_device(state)
+    reporter = _Reporter(run_dir, cfg, f"{algo_name} on {cfg.env}", primary)
+    reporter.progress.message(
+        f"training state per device: {_mib(memory['state_bytes'])}"
+        + (f" (replay {_mib(memory['replay_bytes'])})" if "replay_bytes" in memory else "")
+        + (f"; resuming from env step {last_good:,}" if resume else "")
     )
-    logger.write_json(run_dir / "config.json", describe_run(s))
-    progress = logger.Progress(
-        arch.num_calls * arch.env_steps_per_call, f"{algo_name} on {cfg.env}", quiet=cfg.quiet
-    )
-    writer = logger.MetricsWriter(run_dir / "metrics.jsonl")
+
     records: list[dict[str, Any]] = []
     reached = None
     last_eval: dict[str, Any] = {}
     eval_key = jax.random.fold_in(jax.random.PRNGKey(arch.seed), 0x5EED)
+    train_time = eval_time = checkpoint_time = 0.0
     try:
-        state = s.program.init(arch.seed)
-        memory = memory_per_device(state)
-        progress.message(
-            f"training state per device: {_mib(memory['state_bytes'])}"
-            + (f" (replay {_mib(memory['replay_bytes'])})" if "replay_bytes" in memory else "")
-        )
         # Compiling ahead of time gives an honest compile time and guarantees that every call
         # below runs the same executable (a changed shape would raise, not recompile).
         compile_start = time.monotonic()
-        train_step = s.program.train.lower(state).compile()
+        train_step = s.program.compile(state)
         compile_time = time.monotonic() - compile_start
         startup_time = time.monotonic() - start
-        progress.message(
+        reporter.progress.message(
             f"compiled in {compile_time:.1f}s ({startup_time:.1f}s since start) on "
-            f"{len(s.devices)} {s.devices[0].platform} device(s); run dir {run_dir}"
+            f"{len(s.devices)} {s.devices[0].platform} device(s)"
+            + (f" over {jax.process_count()} processes" if jax.process_count() > 1 else "")
+            + f"; run dir {run_dir}"
         )
-        train_time = eval_time = 0.0
-        for call in range(arch.num_calls):
+        for call in range(first_call, arch.num_calls):
             t0 = time.monotonic()
             state, metrics = train_step(state)
             metrics = logger.to_record(dev.unreplicate(metrics))  # waits for the call
             elapsed = time.monotonic() - t0
             train_time += elapsed
-            record = _call_record(call, arch, metrics, elapsed, start)
+            finite = bool(metrics.pop("finite"))
+            record = _call_record(call, arch, metrics, elapsed, start - wall_offset)
+            if not finite or record.get("loss", 0.0) is None:
+                reporter.write({**record, "diverged": True}, final=True)
+                where = (
+                    f"the last good checkpoint is {checkpointer.dir / str(last_good)} "
+                    f"(env step {last_good:,})"
+                    if last_good is not None
+                    else "no checkpoint was written"
+                )
+                raise TrainingDiverged(
+                    f"non-finite {'parameters' if not finite else 'loss'} after env step "
+                    f"{record['env_steps']:,} (call {call}); stopped without checkpointing; "
+                    f"{where}"
+                )
             ret = record["mean_return"]
             stop = cfg.stop_return is not None and ret is not None and ret >= cfg.stop_return
             if stop and reached is None:
                 reached = {"env_steps": record["env_steps"], "wall_time": record["wall_time"]}
             last = stop or call == arch.num_calls - 1
-            if _eval_due(cfg, record["env_steps"], last):
+            steps_now = record["env_steps"]
+            if s.evaluate and _due(
+                cfg.eval.every_env_steps, steps_now, arch.env_steps_per_call, last
+            ):
                 t0 = time.monotonic()
                 last_eval = eval_record(
                     s.evaluate(state.learner, jax.random.fold_in(eval_key, call))
                 )
                 eval_time += time.monotonic() - t0
                 record.update(last_eval)
-            writer.write(record)
+            if checkpointer and _due(
+                cfg.checkpoint.every_env_steps, steps_now, arch.env_steps_per_call, last
+            ):
+                t0 = time.monotonic()
+                checkpointer.save(
+                    steps_now,
+                    state,
+                    {
+                        "call": call,
+                        "env_steps": steps_now,
+                        "wall_time": record["wall_time"],
+                        "algorithm": algo_name,
+                        "config": to_dict(cfg),
+                    },
+                )
+                checkpoint_time += time.monotonic() - t0
+                last_good = steps_now
+                record["checkpoint"] = steps_now
+            reporter.write(record, final=last)
             records.append(record)
-            progress.update(record, final=last)
             if last:
                 break
     finally:
-        writer.close()
-        progress.close()
+        reporter.close()
+        if checkpointer:
+            checkpointer.close()
 
     returns = [r["mean_return"] for r in records if r["mean_return"] is not None]
     summary = {
         "env_steps": records[-1]["env_steps"] if records else 0,
         "updates": records[-1]["updates"] if records else 0,
-        "wall_time": time.monotonic() - start,
+        "wall_time": time.monotonic() - start + wall_offset,
         "startup_time": startup_time,
         "compile_time": compile_time,
         "train_time": train_time,
         "eval_time": eval_time,
-        "sps": (records[-1]["env_steps"] / train_time) if records else None,
+        "checkpoint_time": checkpoint_time,
+        "sps": (len(records) * arch.env_steps_per_call / train_time) if records else None,
         "final_mean_return": returns[-1] if returns else None,
         "best_mean_return": max(returns) if returns else None,
         "stop_return": cfg.stop_return,
         "reached_stop_return": reached,
+        "resumed_from": resumed_from,
+        "last_checkpoint": last_good,
         **last_eval,
         **memory,
     }
-    logger.write_json(run_dir / "summary.json", summary)
+    if primary:
+        logger.write_json(run_dir / "summary.json", summary)
     final = f"final mean return {summary['final_mean_return']}"
     if last_eval:
         final += (
@@ -273,11 +432,92 @@ def train(algo_name: str, cfg: TrainConfig, prepared: Setup | None = None) -> Ru
             f"(min {last_eval['eval_min_return']:.1f}, "
             f"max {last_eval['eval_max_return']:.1f}, {last_eval['eval_episodes']} episodes)"
         )
-    progress.message(
+    reporter.progress.message(
         f"done: {summary['env_steps']:,} env steps in {summary['wall_time']:.1f}s, {final}; "
         f"see {run_dir}"
     )
     return RunResult(run_dir, state, records, summary)
+
+
+def _read_description(run_dir: Path) -> dict[str, Any]:
+    path = Path(run_dir) / "config.json"
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ValueError(f"{path} does not exist: is {run_dir} an anakin run directory?") from None
+    except ValueError as e:
+        raise ValueError(f"{path} is not valid JSON ({e})") from None
+
+
+def check_same_devices(run_dir: Path, prepared: Setup) -> None:
+    """A resumed run must lay its state over as many devices as the saved one."""
+    saved = _read_description(run_dir)["derived"]["num_devices"]
+    if saved != len(prepared.devices):
+        raise ValueError(
+            f"{run_dir} was trained on {saved} devices but this run has {len(prepared.devices)}; "
+            f"resume where {saved} devices exist (or set arch.num_devices={saved})"
+        )
+
+
+def evaluate_checkpoint(
+    run_dir: Path,
+    step: int | None = None,
+    episodes: int | None = None,
+    max_steps: int | None = None,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Evaluates a run's checkpoint on this machine's devices, whatever devices trained it.
+
+    Writes and returns `evaluation-<step>.json` in the run directory.
+    """
+    from jax.sharding import SingleDeviceSharding
+
+    desc = _read_description(run_dir)
+    algo_name = desc["algorithm"]
+    entry = algorithms.get(algo_name)
+    cfg = train_config_from_dict(desc["config"], entry.config_cls)
+    saved_devices = desc["derived"]["num_devices"]
+    env, env_params = envs.make(cfg.env, hide=cfg.env_hide, **_env_kwargs(cfg.env_kwargs))
+    spec = envs.spec(env, env_params, cfg.env)
+    layout = Layout(cfg.arch.num_envs, saved_devices, cfg.arch.rollout_length)
+    algorithm = entry.make(cfg.algo, spec, layout)
+    devices = dev.select(0)
+    episodes = episodes or cfg.eval.episodes or 32
+    max_steps = max_steps or cfg.eval.max_steps
+    EvalConfig(episodes=episodes, max_steps=max_steps).validate(len(devices))
+
+    checkpointer = Checkpointer(run_dir)
+    try:
+        step = step if step is not None else checkpointer.latest_step()
+        shapes = loop.state_shapes(
+            algorithm,
+            env,
+            env_params,
+            cfg.arch.num_envs,
+            saved_devices,
+            sharding=SingleDeviceSharding(jax.local_devices()[0]),
+        )
+        state, meta = checkpointer.restore(step, like=shapes)
+    finally:
+        checkpointer.close()
+    learner = jax.tree.map(lambda x: np.asarray(x)[0], state.learner)
+    evaluate = loop.make_evaluator(
+        algorithm, env, env_params, num_episodes=episodes, max_steps=max_steps, devices=devices
+    )
+    t0 = time.monotonic()
+    result = eval_record(evaluate(dev.replicate(learner, devices), jax.random.PRNGKey(seed)))
+    out = {
+        "run_dir": str(run_dir),
+        "algorithm": algo_name,
+        "env": cfg.env,
+        "step": step,
+        "seed": seed,
+        "eval_time": time.monotonic() - t0,
+        **result,
+    }
+    if jax.process_index() == 0:
+        logger.write_json(Path(run_dir) / f"evaluation-{step}.json", out)
+    return out
 
 
 def params_divergence(state: RunnerState) -> float:
@@ -285,4 +525,15 @@ def params_divergence(state: RunnerState) -> float:
     return dev.max_divergence(dev.to_host(state.learner.params))
 
 
-__all__ = ["RunResult", "Setup", "describe_run", "params_divergence", "setup", "train"]
+__all__ = [
+    "Resume",
+    "RunResult",
+    "Setup",
+    "TrainingDiverged",
+    "check_resume",
+    "describe_run",
+    "load_saved_config",
+    "params_divergence",
+    "setup",
+    "train",
+]

@@ -6,46 +6,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from flax import struct
-from gymnax.environments import environment, spaces
+import toy_envs  # noqa: F401, E402  (registers test-Count)
 
 import envs
-
-
-@struct.dataclass
-class CountState(environment.EnvState):
-    time: int
-
-
-@struct.dataclass
-class CountParams(environment.EnvParams):
-    max_steps_in_episode: int = 3
-
-
-class CountEnv(environment.Environment):
-    """obs = [t, t] after t steps (reset obs [0, 0]); reward 1 + action; action 1 terminates."""
-
-    @property
-    def default_params(self):
-        return CountParams()
-
-    def step_env(self, key, state, action, params):
-        state = CountState(time=state.time + 1)
-        obs = jnp.array([state.time, state.time], jnp.float32)
-        return obs, state, 1.0 + action, action == 1, {}
-
-    def reset_env(self, key, params):
-        return jnp.zeros(2, jnp.float32), CountState(time=jnp.int32(0))
-
-    def action_space(self, params=None):
-        return spaces.Discrete(2)
-
-    def observation_space(self, params):
-        return spaces.Box(0, 100, (2,), jnp.float32)
-
-
-if "test-Count" not in envs.names():
-    envs.register("test-Count", CountEnv)
 
 
 def run(env, params, actions):

@@ -1,0 +1,206 @@
+"""Checkpoints of the whole training state, written atomically and verified before loading.
+
+A checkpoint is `RUN_DIR/checkpoints/<env_steps>/`: orbax writes the `RunnerState` (parameters,
+optimiser and target states, replay, environment and actor states, keys, counters; every
+device's slice) and a JSON item of host counters plus the resolved config. Orbax writes into a
+temporary directory and renames it when complete; anakin then writes `anakin_manifest.json`
+(every file's size and SHA-256), also atomically. A checkpoint without a manifest is partial,
+one whose files do not match it is corrupted; either is refused with an error naming the file.
+Old checkpoints are deleted only after a newer one has its manifest, so a crash at any moment
+leaves the last good checkpoint in place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+from anakin import logger
+
+MANIFEST = "anakin_manifest.json"
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint is missing, partial or corrupted (the message names the file)."""
+
+
+def _orbax():
+    # Imported lazily: orbax is only needed by runs that checkpoint.
+    import orbax.checkpoint as ocp
+
+    return ocp
+
+
+def _digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _files(step_dir: Path) -> list[Path]:
+    return sorted(p for p in step_dir.rglob("*") if p.is_file() and p.name != MANIFEST)
+
+
+def write_manifest(step_dir: Path) -> None:
+    files = {
+        str(p.relative_to(step_dir)): {"size": p.stat().st_size, "sha256": _digest(p)}
+        for p in _files(step_dir)
+    }
+    logger.write_json(step_dir / MANIFEST, {"format": "anakin-checkpoint", "files": files})
+
+
+def verify(step_dir: Path) -> None:
+    """Raises CheckpointError naming the first file that is missing, truncated or altered."""
+    if not step_dir.is_dir():
+        raise CheckpointError(f"checkpoint {step_dir} does not exist")
+    manifest = step_dir / MANIFEST
+    if not manifest.is_file():
+        raise CheckpointError(
+            f"checkpoint {step_dir} is partial: {manifest.name} is missing (the run stopped "
+            "while writing it); use an earlier checkpoint"
+        )
+    try:
+        files = json.loads(manifest.read_text())["files"]
+    except (ValueError, KeyError) as e:
+        raise CheckpointError(f"checkpoint manifest {manifest} is corrupted ({e})") from None
+    for rel, want in files.items():
+        path = step_dir / rel
+        if not path.is_file():
+            raise CheckpointError(f"checkpoint file {path} is missing")
+        size = path.stat().st_size
+        if size != want["size"]:
+            raise CheckpointError(
+                f"checkpoint file {path} is corrupted: {size} bytes, expected {want['size']}"
+            )
+        if _digest(path) != want["sha256"]:
+            raise CheckpointError(f"checkpoint file {path} is corrupted: its SHA-256 differs")
+
+
+class Checkpointer:
+    """Saves and restores `RunnerState`s under `run_dir/checkpoints`, keeping the last `keep`."""
+
+    def __init__(self, run_dir: str | Path, keep: int = 3):
+        ocp = _orbax()
+        self.dir = Path(run_dir).absolute() / "checkpoints"
+        self.keep = keep
+        self._manager = ocp.CheckpointManager(
+            self.dir,
+            options=ocp.CheckpointManagerOptions(
+                max_to_keep=None,  # we delete old ones ourselves, after the manifest is written
+                enable_async_checkpointing=False,
+                create=True,
+            ),
+            item_names=("state", "meta"),
+        )
+
+    def steps(self) -> list[int]:
+        """Steps of the checkpoints on disk, complete or not, oldest first."""
+        if not self.dir.is_dir():
+            return []
+        return sorted(int(p.name) for p in self.dir.iterdir() if p.name.isdigit())
+
+    def good_steps(self) -> list[int]:
+        out = []
+        for step in self.steps():
+            try:
+                verify(self.dir / str(step))
+                out.append(step)
+            except CheckpointError:
+                pass
+        return out
+
+    def save(self, step: int, state: Any, meta: dict[str, Any]) -> Path:
+        """Writes the checkpoint for `step`; returns its directory once it is complete."""
+        ocp = _orbax()
+        self._manager.reload()  # forget steps deleted behind orbax's back
+        if step in self._manager.all_steps():  # a leftover of an interrupted earlier attempt
+            self._manager.delete(step)
+        self._manager.save(
+            step,
+            args=ocp.args.Composite(
+                state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)
+            ),
+            force=True,
+        )
+        self._manager.wait_until_finished()
+        step_dir = self.dir / str(step)
+        if jax.process_index() == 0:
+            write_manifest(step_dir)
+            for old in self.good_steps()[: -self.keep]:
+                shutil.rmtree(self.dir / str(old), ignore_errors=True)
+        return step_dir
+
+    def latest_step(self) -> int:
+        """The newest good checkpoint.
+
+        A newest checkpoint that is only partial (no manifest: the run was killed while writing
+        it) is passed over for the one before; one whose files do not match its manifest is
+        corruption and raises. CheckpointError also when no good checkpoint exists.
+        """
+        steps = self.steps()
+        if not steps:
+            raise CheckpointError(f"no checkpoint in {self.dir}")
+        for step in reversed(steps):
+            step_dir = self.dir / str(step)
+            if not (step_dir / MANIFEST).is_file():
+                continue  # partial: interrupted while being written
+            try:
+                verify(step_dir)
+            except CheckpointError as e:
+                older = [s for s in self.good_steps() if s < step]
+                hint = (
+                    f"; the newest good one is step {older[-1]} (pass --resume-step {older[-1]})"
+                    if older
+                    else "; no good checkpoint is left"
+                )
+                raise CheckpointError(f"{e}{hint}") from None
+            return step
+        raise CheckpointError(
+            f"no complete checkpoint in {self.dir}: {', '.join(map(str, steps))} are partial "
+            f"(no {MANIFEST})"
+        )
+
+    def restore(self, step: int, like: Any) -> tuple[Any, dict[str, Any]]:
+        """The state and meta of `step`, placed like `like` (a state of the same shapes, or
+        ShapeDtypeStructs with shardings, e.g. `loop.state_shapes` on one device)."""
+        ocp = _orbax()
+        step_dir = self.dir / str(step)
+        verify(step_dir)
+        abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
+        try:
+            self._manager.reload()
+            restored = self._manager.restore(
+                step,
+                args=ocp.args.Composite(
+                    state=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore()
+                ),
+            )
+        except Exception as e:  # orbax/tensorstore raise many kinds; name the checkpoint
+            raise CheckpointError(
+                f"checkpoint {step_dir} could not be restored into this run's state "
+                f"({type(e).__name__}: {str(e).splitlines()[0][:300]})"
+            ) from None
+        return restored.state, dict(restored.meta)
+
+    def close(self) -> None:
+        self._manager.close()
+
+
+def all_finite(tree: Any) -> bool:
+    """True when every floating-point leaf of `tree` is finite (host-side check)."""
+    for leaf in jax.tree.leaves(tree):
+        x = np.asarray(leaf)
+        if np.issubdtype(x.dtype, np.floating) and not np.all(np.isfinite(x)):
+            return False
+    return True
+
+
+__all__ = ["CheckpointError", "Checkpointer", "all_finite", "verify", "write_manifest"]

@@ -1,0 +1,152 @@
+"""Learning curves and final-return statistics from anakin run directories.
+
+    python scripts/plot.py runs/a runs/b runs/c --out curves.png
+    python scripts/plot.py runs/impala-* --group 'impala-(.*)-s\\d+' --out curves.png
+
+Draws the mean training return (completed episodes) against env steps and against wall time,
+with a shaded band: a 95% bootstrap confidence interval of the mean over the runs (seeds) of each
+group. Runs are grouped by the
+first capture group of --group matched against the run directory's name (default: the name
+with a trailing -s<digits> or -<digits> removed); a run directory trained with several seeds
+in one program (metrics "per_run") contributes one series per seed. Also prints a table of
+final returns per group: mean, median and IQM (interquartile mean), each with a 95% bootstrap
+CI, of the last evaluation return of each run (or its last training return if it has none).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import warnings
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+
+def load_series(run_dir: Path, key: str) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """(env_steps, wall_time, returns) per seed/setting of one run directory."""
+    records = [json.loads(line) for line in open(run_dir / "metrics.jsonl") if line.strip()]
+    steps = np.array([r["env_steps"] for r in records], float)
+    wall = np.array([r["wall_time"] for r in records], float)
+    if records and "per_run" in records[0]:
+        runs = len(records[0]["per_run"])
+        out = []
+        for i in range(runs):
+            vals = [r["per_run"][i].get(key) for r in records]
+            out.append((steps, wall, np.array([np.nan if v is None else v for v in vals])))
+        return out
+    vals = [r.get(key) for r in records]
+    return [(steps, wall, np.array([np.nan if v is None else v for v in vals], float))]
+
+
+def final_returns(run_dir: Path) -> list[float]:
+    """The last evaluation return of each seed/setting, or the last training return."""
+    for key in ("eval_mean_return", "mean_return"):
+        out = []
+        for _, _, returns in load_series(run_dir, key):
+            ok = returns[np.isfinite(returns)]
+            if len(ok):
+                out.append(float(ok[-1]))
+        if out:
+            return out
+    return []
+
+
+def iqm(x: np.ndarray) -> float:
+    """Mean of the middle 50% (Agarwal et al. 2021)."""
+    x = np.sort(np.asarray(x, float))
+    lo, hi = int(np.floor(0.25 * len(x))), int(np.ceil(0.75 * len(x)))
+    return float(np.mean(x[lo:hi])) if hi > lo else float(np.mean(x))
+
+
+def bootstrap_ci(x: np.ndarray, stat, reps: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """95% percentile-bootstrap interval of `stat` over resamples of `x`."""
+    x = np.asarray(x, float)
+    if len(x) < 2:
+        return float(stat(x)), float(stat(x))
+    rng = np.random.default_rng(seed)
+    stats = [stat(x[rng.integers(0, len(x), len(x))]) for _ in range(reps)]
+    return float(np.percentile(stats, 2.5)), float(np.percentile(stats, 97.5))
+
+
+def default_group(name: str) -> str:
+    return re.sub(r"-s?\d+$", "", name)
+
+
+def interp(xs, x, y):
+    ok = np.isfinite(y)
+    if ok.sum() == 0:
+        return np.full_like(xs, np.nan)
+    return np.interp(xs, x[ok], y[ok], left=np.nan, right=np.nan)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("run_dirs", nargs="+", type=Path)
+    p.add_argument("--group", default="", help="regex; its first group names a run's group")
+    p.add_argument("--out", default="curves.png")
+    p.add_argument("--title", default="")
+    args = p.parse_args()
+
+    groups: dict[str, list] = defaultdict(list)
+    finals: dict[str, list] = defaultdict(list)
+    for run_dir in args.run_dirs:
+        if not (run_dir / "metrics.jsonl").exists():
+            raise SystemExit(f"{run_dir}: no metrics.jsonl (not an anakin run directory?)")
+        m = re.search(args.group, run_dir.name) if args.group else None
+        label = m.group(1) if m and m.groups() else default_group(run_dir.name)
+        groups[label] += load_series(run_dir, "mean_return")
+        finals[label] += final_returns(run_dir)
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    table = []
+    for label, series in sorted(groups.items()):
+        for ax, axis in zip(axes, (0, 1), strict=True):
+            end = min(s[axis][-1] for s in series)
+            xs = np.linspace(0, end, 200)
+            ys = np.stack([interp(xs, s[axis], s[2]) for s in series])
+            with warnings.catch_warnings():  # columns past a run's end are all-NaN
+                warnings.simplefilter("ignore", RuntimeWarning)
+                mean = np.nanmean(ys, axis=0)
+            band = np.array(
+                [
+                    bootstrap_ci(col[np.isfinite(col)], np.mean, reps=300)
+                    if np.isfinite(col).sum()
+                    else (np.nan, np.nan)
+                    for col in ys.T
+                ]
+            )
+            ax.plot(xs, mean, label=f"{label} (n={len(series)})")
+            ax.fill_between(xs, band[:, 0], band[:, 1], alpha=0.25)
+        table.append((label, np.array(finals[label], float)))
+    axes[0].set_xlabel("env steps")
+    axes[1].set_xlabel("wall time (s)")
+    for ax in axes:
+        ax.set_ylabel("mean return of completed episodes")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    if args.title:
+        fig.suptitle(args.title)
+    fig.tight_layout()
+    fig.savefig(args.out, dpi=120)
+    print(f"wrote {args.out}")
+
+    print("\n| group | runs | mean [95% CI] | median [95% CI] | IQM [95% CI] |")
+    print("|---|---:|---|---|---|")
+    for label, finals in table:
+        cells = []
+        for stat in (np.mean, np.median, iqm):
+            lo, hi = bootstrap_ci(finals, stat)
+            cells.append(f"{stat(finals):.1f} [{lo:.1f}, {hi:.1f}]")
+        print(f"| {label} | {len(finals)} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()

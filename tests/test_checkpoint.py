@@ -1,0 +1,252 @@
+"""Checkpoints: exact resume, SIGKILL recovery, corruption, config mismatch, divergence guard,
+bounded evaluation."""
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import jax
+import numpy as np
+import pytest
+import toy_envs  # noqa: F401  (registers test-NaNAfter, test-Endless)
+
+from algorithms import impala, r2d2
+from anakin import checkpoint, runner
+from anakin.checkpoint import Checkpointer, CheckpointError
+from anakin.config import ArchConfig, CheckpointConfig, EvalConfig, TrainConfig
+
+
+def tiny(module, **arch):
+    algo, base = module.PRESETS["tiny"]
+    return TrainConfig(
+        algo=algo,
+        arch=dataclasses.replace(base, **arch),
+        quiet=True,
+        eval=EvalConfig(episodes=4, max_steps=50),
+    )
+
+
+def leaves_equal(a, b):
+    la, lb = jax.tree.leaves(a), jax.tree.leaves(b)
+    assert len(la) == len(lb)
+    return all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(la, lb, strict=True))
+
+
+@pytest.mark.parametrize("module", [impala, r2d2], ids=["impala", "r2d2"])
+def test_interrupted_and_resumed_equals_uninterrupted(module, tmp_path):
+    per_call = module.PRESETS["tiny"][1].env_steps_per_call
+    every = CheckpointConfig(every_env_steps=2 * per_call)
+    full = tiny(module, total_env_steps=6 * per_call)
+    full = dataclasses.replace(full, out=str(tmp_path), run_name="full", checkpoint=every)
+    algo = module.__name__.split(".")[-1]
+    prepared = runner.setup(algo, full)  # compiled once, used by all three runs
+    reference = runner.train(algo, full, prepared)
+
+    part = dataclasses.replace(
+        full, run_name="part", arch=dataclasses.replace(full.arch, total_env_steps=3 * per_call)
+    )
+    first = runner.train(algo, part, prepared)  # stops after 3 calls; checkpoints at 2 and 3
+    assert first.summary["last_checkpoint"] == 3 * per_call
+    # Resume from the checkpoint after call 2, as a crash during call 3 would leave it.
+    resumed = runner.train(
+        algo, full, prepared, resume=runner.Resume(first.run_dir, step=2 * per_call)
+    )
+    assert resumed.summary["resumed_from"] == 2 * per_call
+    assert leaves_equal(resumed.state.learner, reference.state.learner)
+    assert leaves_equal(resumed.state.env_state, reference.state.env_state)
+    assert leaves_equal(resumed.state.env_keys, reference.state.env_keys)
+    # The metrics file reads as one run: each call once, the same numbers.
+    steps = [r["env_steps"] for r in json_lines(first.run_dir / "metrics.jsonl")]
+    assert steps == [per_call * i for i in range(1, 7)]
+    ref_loss = [r["loss"] for r in json_lines(reference.run_dir / "metrics.jsonl")]
+    assert [r["loss"] for r in json_lines(first.run_dir / "metrics.jsonl")] == ref_loss
+
+
+def json_lines(path):
+    return [json.loads(line) for line in open(path) if line.strip()]
+
+
+def test_sigkill_then_resume_matches_uninterrupted(tmp_path):
+    cmd = [
+        sys.executable,
+        "-m",
+        "anakin.cli",
+        "train",
+        "impala",
+        "--preset",
+        "tiny",
+        "--out",
+        str(tmp_path),
+        "--run-name",
+        "killed",
+        "--quiet",
+        "--arch.total-env-steps",
+        "100000000",
+        "--checkpoint.every-env-steps",
+        "64",
+        "--eval.episodes",
+        "0",
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    ckpt_dir = tmp_path / "killed" / "checkpoints"
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if ckpt_dir.is_dir() and len([p for p in ckpt_dir.iterdir() if p.name.isdigit()]) >= 2:
+            break
+        if proc.poll() is not None:
+            pytest.fail(proc.stdout.read().decode()[-2000:])
+        time.sleep(0.05)
+    time.sleep(0.3)  # let it get somewhere, likely in the middle of another checkpoint
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+    last_good = Checkpointer(tmp_path / "killed").latest_step()
+    total = last_good + 4 * 64
+    cfg = runner.load_saved_config(tmp_path / "killed", "impala")
+    cfg = dataclasses.replace(cfg, arch=dataclasses.replace(cfg.arch, total_env_steps=total))
+    resumed = runner.train("impala", cfg, resume=runner.Resume(tmp_path / "killed"))
+    assert resumed.summary["resumed_from"] == last_good
+    reference = runner.train(
+        "impala", dataclasses.replace(cfg, out=str(tmp_path), run_name="reference")
+    )
+    assert leaves_equal(resumed.state.learner, reference.state.learner)
+
+
+@pytest.fixture(scope="module")
+def saved_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("saved")
+    cfg = dataclasses.replace(
+        tiny(impala, total_env_steps=256),
+        out=str(out),
+        run_name="run",
+        checkpoint=CheckpointConfig(every_env_steps=64, keep=2),
+    )
+    result = runner.train("impala", cfg)
+    return result.run_dir
+
+
+def copy_run(src, dst):
+    import shutil
+
+    shutil.copytree(src, dst)
+    return dst
+
+
+def test_keeps_the_last_k_good_checkpoints(saved_run):
+    assert Checkpointer(saved_run).steps() == [192, 256]
+
+
+def test_truncated_file_gives_a_clear_error_naming_it(saved_run, tmp_path):
+    run = copy_run(saved_run, tmp_path / "run")
+    step_dir = run / "checkpoints" / "256"
+    victim = max(
+        (p for p in step_dir.rglob("*") if p.is_file() and p.name != checkpoint.MANIFEST),
+        key=lambda p: p.stat().st_size,
+    )
+    victim.write_bytes(victim.read_bytes()[: victim.stat().st_size // 2])
+    with pytest.raises(CheckpointError) as e:
+        Checkpointer(run).latest_step()
+    assert str(victim) in str(e.value) and "corrupted" in str(e.value)
+    assert "--resume-step 192" in str(e.value)
+    with pytest.raises(CheckpointError, match="corrupted"):
+        runner.evaluate_checkpoint(run)
+    # The older checkpoint is untouched and still loads.
+    assert runner.evaluate_checkpoint(run, step=192)["eval_episodes"] == 4
+
+
+def test_altered_bytes_are_caught(saved_run, tmp_path):
+    run = copy_run(saved_run, tmp_path / "run")
+    victim = next(
+        p
+        for p in (run / "checkpoints" / "256").rglob("*")
+        if p.is_file() and p.stat().st_size > 16 and p.name != checkpoint.MANIFEST
+    )
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    victim.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match=f"{victim}.*SHA-256"):
+        checkpoint.verify(run / "checkpoints" / "256")
+
+
+def test_partial_checkpoint_is_passed_over_or_refused_by_name(saved_run, tmp_path):
+    run = copy_run(saved_run, tmp_path / "run")
+    (run / "checkpoints" / "256" / checkpoint.MANIFEST).unlink()
+    assert Checkpointer(run).latest_step() == 192  # newest complete one
+    with pytest.raises(CheckpointError, match="256 is partial"):
+        runner.evaluate_checkpoint(run, step=256)
+    with pytest.raises(CheckpointError, match="does not exist"):
+        runner.evaluate_checkpoint(run, step=999)
+
+
+def test_resume_with_a_different_config_is_refused(saved_run):
+    saved = runner.load_saved_config(saved_run, "impala")
+    changed = dataclasses.replace(
+        saved,
+        algo=dataclasses.replace(saved.algo, discount=0.5),
+        arch=dataclasses.replace(saved.arch, num_envs=16),
+    )
+    with pytest.raises(ValueError) as e:
+        runner.check_resume(saved, changed)
+    assert "algo.discount: saved 0.99, now 0.5" in str(e.value)
+    assert "arch.num_envs: saved 8, now 16" in str(e.value)
+    runner.check_resume(saved, changed, force=True)  # forced: allowed
+    longer = dataclasses.replace(saved, arch=dataclasses.replace(saved.arch, total_env_steps=10**6))
+    runner.check_resume(saved, longer)  # running longer is not a different computation
+    with pytest.raises(ValueError, match="trained with 'impala', not 'r2d2'"):
+        runner.load_saved_config(saved_run, "r2d2")
+
+
+def test_cli_refuses_mismatched_resume(saved_run, capsys):
+    from anakin import cli
+
+    assert (
+        cli.main(["train", "impala", "--resume", str(saved_run), "--algo.learning-rate", "0.5"])
+        == 2
+    )
+    assert "algo.learning_rate: saved 0.002, now 0.5" in capsys.readouterr().err
+
+
+def test_non_finite_loss_stops_without_a_nan_checkpoint(tmp_path):
+    # test-NaNAfter's rewards turn NaN after 40 steps of each environment; tiny runs 8 steps
+    # per environment per call, so the loss goes NaN during call 6 (env steps 321..384).
+    cfg = dataclasses.replace(
+        tiny(impala, total_env_steps=64 * 10),
+        env="test-NaNAfter",
+        out=str(tmp_path),
+        run_name="nan",
+        checkpoint=CheckpointConfig(every_env_steps=64),
+    )
+    with pytest.raises(runner.TrainingDiverged) as e:
+        runner.train("impala", cfg)
+    assert "non-finite" in str(e.value) and "after env step 384" in str(e.value)
+    assert str(tmp_path / "nan" / "checkpoints" / "320") in str(e.value)
+    ckpt = Checkpointer(tmp_path / "nan")
+    assert max(ckpt.steps()) == 320  # nothing written at or after the divergence
+    result = runner.evaluate_checkpoint(tmp_path / "nan")  # the last good one loads
+    assert result["step"] == 320
+    records = json_lines(tmp_path / "nan" / "metrics.jsonl")
+    assert records[-1]["diverged"] is True and records[-1]["env_steps"] == 384
+
+
+def test_evaluation_ends_on_an_env_without_time_limit(tmp_path):
+    cfg = dataclasses.replace(
+        tiny(impala, total_env_steps=64),
+        env="test-Endless",
+        out=str(tmp_path),
+        eval=EvalConfig(episodes=8, max_steps=37),
+    )
+    result = runner.train("impala", cfg)
+    assert result.summary["eval_unfinished"] == 8
+    assert result.summary["eval_mean_length"] == 37
+
+
+def test_arch_config_is_saved_and_reloaded_exactly(saved_run):
+    cfg = runner.load_saved_config(saved_run, "impala")
+    assert cfg.arch == ArchConfig(
+        num_envs=8, rollout_length=4, updates_per_call=2, total_env_steps=256
+    )
+    assert cfg.algo == impala.PRESETS["tiny"][0]

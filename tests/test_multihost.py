@@ -1,0 +1,100 @@
+"""Two processes x two CPU devices (gloo collectives on 127.0.0.1) train exactly like one
+process with four devices."""
+
+import dataclasses
+import os
+import socket
+import subprocess
+import sys
+
+import jax
+import numpy as np
+from jax.sharding import SingleDeviceSharding
+
+from algorithms import impala
+from anakin import loop, runner
+from anakin.checkpoint import Checkpointer
+from anakin.config import EvalConfig, TrainConfig
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_processes_match_one_process_with_four_devices(tmp_path):
+    port = free_port()
+    env = dict(
+        os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", ANAKIN_COMPILE_CACHE="0"
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "anakin.cli",
+        "train",
+        "impala",
+        "--preset",
+        "tiny",
+        "--out",
+        str(tmp_path),
+        "--run-name",
+        "multi",
+        "--arch.total-env-steps",
+        "256",
+        "--eval.episodes",
+        "4",
+        "--coordinator",
+        f"127.0.0.1:{port}",
+        "--num-processes",
+        "2",
+    ]
+    procs = [
+        subprocess.Popen(
+            [*cmd, "--process-id", str(i)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        for i in range(2)
+    ]
+    outputs = [p.communicate(timeout=240)[0].decode() for p in procs]
+    for p, out in zip(procs, outputs, strict=True):
+        assert p.returncode == 0, out[-3000:]
+    assert "4 cpu device(s) over 2 processes" in outputs[0]
+    assert "[anakin]" not in outputs[1]  # only process 0 reports
+
+    algo, arch = impala.PRESETS["tiny"]
+    cfg = TrainConfig(
+        algo=algo,
+        arch=dataclasses.replace(arch, total_env_steps=256),
+        eval=EvalConfig(episodes=4),
+        out=str(tmp_path),
+        run_name="single",
+        quiet=True,
+    )
+    single = runner.train("impala", cfg)  # 1 process x 4 devices (tests/conftest.py)
+
+    # Read the two-process run's final checkpoint: every device's slice, from both processes.
+    setup = runner.setup("impala", cfg)
+    shapes = loop.state_shapes(
+        setup.algorithm,
+        setup.env,
+        setup.env_params,
+        8,
+        4,
+        sharding=SingleDeviceSharding(jax.devices()[0]),
+    )
+    state, meta = Checkpointer(tmp_path / "multi").restore(256, like=shapes)
+    assert meta["env_steps"] == 256
+    multi_params = jax.tree.map(np.asarray, state.learner.params)
+    for leaf in jax.tree.leaves(multi_params):  # identical on all 4 devices of both processes
+        np.testing.assert_array_equal(leaf, np.broadcast_to(leaf[:1], leaf.shape))
+    single_params = jax.tree.map(np.asarray, single.state.learner.params)
+    jax.tree.map(
+        lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6),
+        multi_params,
+        single_params,
+    )
+    multi_metrics = [line for line in open(tmp_path / "multi" / "metrics.jsonl")]
+    assert len(multi_metrics) == 4
