@@ -14,6 +14,7 @@ class AlgorithmEntry(NamedTuple):
     config_cls: type
     make: Callable[[Any, EnvSpec, Layout], Algorithm]
     presets: dict[str, tuple[Any, Any]]  # name -> (algorithm config, ArchConfig)
+    offline: bool = False  # learns from a dataset (TrainConfig.dataset), not from rollouts
 
 
 def _impala() -> AlgorithmEntry:
@@ -28,9 +29,16 @@ def _r2d2() -> AlgorithmEntry:
     return AlgorithmEntry(r2d2.R2D2Config, r2d2.make_r2d2, r2d2.PRESETS)
 
 
+def _bc() -> AlgorithmEntry:
+    from algorithms import bc
+
+    return AlgorithmEntry(bc.BCConfig, bc.make_bc, bc.PRESETS, offline=True)
+
+
 REGISTRY: dict[str, Callable[[], AlgorithmEntry]] = {
     "impala": _impala,
     "r2d2": _r2d2,
+    "bc": _bc,
 }
 
 

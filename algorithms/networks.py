@@ -208,3 +208,42 @@ def make_network(cfg: NetworkConfig, spec: EnvSpec, head: nn.Module) -> Network:
 
 def num_params(params: Params) -> int:
     return int(sum(np.prod(x.shape) for x in jax.tree.leaves(params)))
+
+
+def _small_init() -> Callable:
+    # A small final layer keeps the first policy near uniform (or near the action range's centre).
+    return nn.initializers.variance_scaling(0.01, "fan_in", "truncated_normal")
+
+
+class CategoricalHead(nn.Module):
+    """Categorical policy logits [..., num_actions] (no value)."""
+
+    num_actions: int
+
+    @nn.compact
+    def __call__(self, h: jax.Array) -> jax.Array:
+        return nn.Dense(self.num_actions, kernel_init=_small_init())(h)
+
+
+class GaussianHead(nn.Module):
+    """A diagonal Gaussian's mean and log standard deviation, each [..., action_dim].
+
+    The log standard deviation is one learnt vector shared by all states, or (when
+    `state_dependent_std`) a second output layer; either way it is clipped to
+    [log_std_min, log_std_max].
+    """
+
+    action_dim: int
+    state_dependent_std: bool = False
+    log_std_min: float = -5.0
+    log_std_max: float = 2.0
+
+    @nn.compact
+    def __call__(self, h: jax.Array) -> tuple[jax.Array, jax.Array]:
+        mean = nn.Dense(self.action_dim, kernel_init=_small_init())(h)
+        if self.state_dependent_std:
+            log_std = nn.Dense(self.action_dim, kernel_init=_small_init())(h)
+        else:
+            log_std = self.param("log_std", nn.initializers.zeros, (self.action_dim,))
+            log_std = jnp.broadcast_to(log_std, mean.shape)
+        return mean, jnp.clip(log_std, self.log_std_min, self.log_std_max)

@@ -156,6 +156,39 @@ def _evaluate(argv: list[str]) -> int:
     return 0
 
 
+def _collect(argv: list[str]) -> int:
+    from anakin import runner
+    from anakin.checkpoint import CheckpointError
+
+    parser = argparse.ArgumentParser(
+        prog="anakin collect",
+        description="Record a saved policy's episodes (its evaluation policy, plus random "
+        "actions with probability --epsilon) into a demonstration dataset file.",
+    )
+    parser.add_argument("run_dir", help="a run directory written by `anakin train`")
+    parser.add_argument("--episodes", type=int, required=True)
+    parser.add_argument("--out", required=True, help="dataset file to write (.npz)")
+    parser.add_argument("--epsilon", type=float, default=0.0)
+    parser.add_argument("--step", type=int, default=None, help="checkpoint (default: newest)")
+    parser.add_argument("--max-steps", type=int, default=None, help="step limit per episode")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    try:
+        result = runner.collect(
+            Path(args.run_dir),
+            Path(args.out),
+            args.episodes,
+            step=args.step,
+            epsilon=args.epsilon,
+            max_steps=args.max_steps,
+            seed=args.seed,
+        )
+    except (ValueError, CheckpointError) as e:
+        return _error("collect", str(e))
+    print(json.dumps(result, indent=2))
+    return 0
+
+
 TRAIN_USAGE = """usage: anakin train ALGO [--preset NAME] [--help] [flags]
        anakin train ALGO --resume RUN_DIR [--resume-step N] [--force] [flags]
 
@@ -170,7 +203,7 @@ def _envs(argv: list[str]) -> int:
     return 0
 
 
-COMMANDS = {"train": _train, "evaluate": _evaluate, "envs": _envs}
+COMMANDS = {"train": _train, "evaluate": _evaluate, "collect": _collect, "envs": _envs}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -222,11 +255,13 @@ def _distributed(argv: list[str]) -> list[str]:
     return rest
 
 
-MAIN_USAGE = """usage: anakin {train,evaluate,envs} ...
+MAIN_USAGE = """usage: anakin {train,evaluate,collect,envs} ...
 
   train ALGO [--preset NAME] [flags]      train an algorithm (anakin train ALGO --help)
   train ALGO --resume RUN_DIR             continue a checkpointed run exactly
+  train bc --dataset FILE [flags]         behaviour cloning from a dataset
   evaluate RUN_DIR [--episodes M]         evaluate a saved checkpoint
+  collect RUN_DIR --episodes N --out FILE record a saved policy into a dataset
   envs                                    list environment names
 
 multi-process runs: add --coordinator HOST:PORT --num-processes N --process-id I to every

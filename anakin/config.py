@@ -121,6 +121,8 @@ class TrainConfig(Generic[AlgoConfigT]):
       env_kwargs: environment parameters or constructor arguments, e.g. max_steps_in_episode.
       env_hide: flat observation entries to hide (partial observability), e.g. 1 3 for
         CartPole without velocities.
+      dataset: offline algorithms (bc): the demonstration dataset file (`anakin collect`);
+        their progress is counted in dataset samples consumed, reported as env_steps.
       arch: layout over devices and program calls.
       eval: evaluation during and after training.
       checkpoint: how often to checkpoint, and how many to keep.
@@ -135,6 +137,7 @@ class TrainConfig(Generic[AlgoConfigT]):
     env: str = "CartPole-v1"
     env_kwargs: dict[str, float] = dataclasses.field(default_factory=dict)
     env_hide: tuple[int, ...] = ()
+    dataset: str = ""
     arch: ArchConfig = ArchConfig()
     eval: EvalConfig = EvalConfig()
     checkpoint: CheckpointConfig = CheckpointConfig()

@@ -128,13 +128,13 @@ def _fmt_steps(n: float) -> str:
     return f"{n:.0f}"
 
 
-def describe(record: dict[str, Any]) -> str:
-    """One human line: steps/s, mean return of completed episodes, loss."""
-    parts = [f"{_fmt_steps(record.get('sps', 0))} steps/s"]
+def describe(record: dict[str, Any], unit: str = "steps") -> str:
+    """One human line: throughput, mean return of completed episodes, loss, evaluation."""
+    parts = [f"{_fmt_steps(record.get('sps', 0))} {unit}/s"]
     ret = record.get("mean_return")
     if ret is not None:
         parts.append(f"return {ret:.1f} ({record['episodes']} eps)")
-    else:
+    elif unit == "steps":
         parts.append("return - (no episode ended)")
     if record.get("loss") is not None:
         parts.append(f"loss {record['loss']:.4g}")
@@ -146,8 +146,15 @@ def describe(record: dict[str, Any]) -> str:
 class Progress:
     """A live progress bar on a terminal; plain lines every few seconds elsewhere (CI, logs)."""
 
-    def __init__(self, total_steps: int, title: str, quiet: bool = False, every_s: float = 5.0):
-        self.total, self.quiet, self.every_s = total_steps, quiet, every_s
+    def __init__(
+        self,
+        total_steps: int,
+        title: str,
+        quiet: bool = False,
+        every_s: float = 5.0,
+        unit: str = "steps",
+    ):
+        self.total, self.quiet, self.every_s, self.unit = total_steps, quiet, every_s, unit
         self._last_print = -math.inf
         self._bar = None
         if not quiet and sys.stdout.isatty():
@@ -171,12 +178,18 @@ class Progress:
             return
         steps = record["env_steps"]
         if self._bar is not None:
-            self._bar.update(self._task, completed=min(steps, self.total), info=describe(record))
+            self._bar.update(
+                self._task, completed=min(steps, self.total), info=describe(record, self.unit)
+            )
             return
         now = time.monotonic()
         if final or now - self._last_print >= self.every_s:
             self._last_print = now
-            print(f"[anakin] {steps:,}/{self.total:,} env steps | {describe(record)}", flush=True)
+            what = "env steps" if self.unit == "steps" else self.unit
+            print(
+                f"[anakin] {steps:,}/{self.total:,} {what} | {describe(record, self.unit)}",
+                flush=True,
+            )
 
     def message(self, text: str) -> None:
         if self.quiet:

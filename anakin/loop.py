@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import struct
 
 from anakin import devices as dev
 from anakin.types import Algorithm, Metrics, RunnerState, Transition
@@ -40,6 +41,9 @@ class Program(NamedTuple):
     train: Callable[[RunnerState], tuple[RunnerState, Metrics]]
     devices: list[jax.Device]
     executables: dict  # compiled `train`s, by state layout
+    # What a checkpoint holds of a state, and how a restored one is completed.
+    save_view: Callable[[Any], Any] = lambda state: state
+    load_view: Callable[[Any, Any], Any] = lambda restored, fresh: restored
 
     def compile(self, state: RunnerState) -> Callable:
         key = (
@@ -236,11 +240,164 @@ def make_program(
 
 
 class EvalResult(NamedTuple):
-    """Per-episode results of one evaluation, leaves [num_episodes] (host numpy after `run`)."""
+    """Per-episode results, leaves [num_episodes] (host numpy once returned)."""
 
     returns: jax.Array  # float32, return over the episode (or up to the step limit)
     lengths: jax.Array  # int32
     finished: jax.Array  # bool, the episode ended before the step limit
+
+
+class Episodes(NamedTuple):
+    """What `make_episode_runner` returns: results, and the recorded steps when asked."""
+
+    result: EvalResult
+    steps: Transition | None  # leaves [max_steps, num_episodes, ...]; valid for t < lengths
+
+
+class _EpisodeCarry(struct.PyTreeNode):
+    t: jax.Array  # int32 [], steps taken
+    env_state: Any
+    obs: Any
+    first: jax.Array
+    actor: Any
+    keys: jax.Array
+    done: jax.Array  # bool [B], this env's episode has ended
+    ret: jax.Array
+    length: jax.Array
+    record: Any  # Transition buffers [max_steps, B, ...], or ()
+
+
+def _random_actions(env: Any, env_params: Any, keys: jax.Array) -> jax.Array:
+    space = env.action_space(env_params)
+    return jax.vmap(space.sample)(keys)
+
+
+def make_episode_runner(
+    algo: Algorithm,
+    env: Any,
+    env_params: Any,
+    *,
+    num_episodes: int,
+    max_steps: int,
+    devices: Sequence[jax.Device],
+    epsilon: float = 0.0,
+    record: bool = False,
+) -> Callable[[Any, jax.Array], Episodes]:
+    """`run(learner (per device), key) -> Episodes`: one episode per environment.
+
+    Runs `num_episodes` environments (split over the devices) with the algorithm's evaluation
+    policy (with probability `epsilon` a uniformly random action instead) until each has
+    finished one episode or `max_steps` steps have passed, so an environment without a time
+    limit cannot hang it; a `while_loop` stops as soon as all are done. With `record`, every
+    step is kept (the `collect` command's datasets). Episode i's randomness depends only on
+    (key, i), not on the device count.
+    """
+    devices = list(devices)
+    num_devices = len(devices)
+    if num_episodes % num_devices:
+        raise ValueError(f"episodes={num_episodes} do not divide over {num_devices} devices")
+    per_device = num_episodes // num_devices
+
+    def run(learner, keys):  # keys [per_device, 2]
+        reset_keys, keys = _split_env_keys(keys, 2)
+        obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(reset_keys, env_params)
+        actor = algo.init_actor(jax.random.PRNGKey(0), per_device)
+        first = jnp.ones(per_device, bool)
+        buffers = ()
+        if record:
+            action, _, _ = jax.eval_shape(
+                lambda: algo.act(learner, actor, obs, first, keys, evaluate=True)
+            )
+            one = Transition(
+                obs,
+                first,
+                jnp.zeros(action.shape, action.dtype),
+                jnp.zeros(per_device),
+                first,
+                first,
+                obs,
+                {},
+            )
+            buffers = jax.tree.map(lambda x: jnp.zeros((max_steps, *x.shape), x.dtype), one)
+
+        def body(c: _EpisodeCarry) -> _EpisodeCarry:
+            keys, act_keys, eps_keys, step_keys = _split_env_keys(c.keys, 4)
+            action, actor, _ = algo.act(learner, c.actor, c.obs, c.first, act_keys, evaluate=True)
+            if epsilon > 0:
+                coin_keys, random_keys = _split_env_keys(eps_keys, 2)
+                explore = jax.vmap(jax.random.uniform)(coin_keys) < epsilon
+                random = _random_actions(env, env_params, random_keys).astype(action.dtype)
+                explore = explore.reshape((-1,) + (1,) * (action.ndim - 1))
+                action = jnp.where(explore, random.reshape(action.shape), action)
+            obs, env_state, reward, terminated, truncated, info = env_step(
+                env, env_params, c.env_state, action, step_keys
+            )
+            live = jnp.logical_not(c.done)
+            out = c.record
+            if record:
+                step = Transition(
+                    c.obs,
+                    c.first,
+                    action,
+                    reward,
+                    terminated,
+                    truncated,
+                    info["final_observation"],
+                    {},
+                )
+                out = jax.tree.map(lambda buf, x: buf.at[c.t].set(x), c.record, step)
+            first = jnp.logical_or(terminated, truncated)
+            return c.replace(
+                t=c.t + 1,
+                env_state=env_state,
+                obs=obs,
+                first=first,
+                actor=actor,
+                keys=keys,
+                done=jnp.logical_or(c.done, first),
+                ret=c.ret + jnp.where(live, reward, 0.0),
+                length=c.length + live.astype(jnp.int32),
+                record=out,
+            )
+
+        def cond(c: _EpisodeCarry) -> jax.Array:
+            return jnp.logical_and(c.t < max_steps, jnp.logical_not(jnp.all(c.done)))
+
+        c = jax.lax.while_loop(
+            cond,
+            body,
+            _EpisodeCarry(
+                t=jnp.int32(0),
+                env_state=env_state,
+                obs=obs,
+                first=first,
+                actor=actor,
+                keys=keys,
+                done=jnp.zeros(per_device, bool),
+                ret=jnp.zeros(per_device),
+                length=jnp.zeros(per_device, jnp.int32),
+                record=buffers,
+            ),
+        )
+        result = dev.all_gather(EvalResult(c.ret, c.length, c.done))
+        result = jax.tree.map(lambda x: x.reshape(-1), result)  # [num_episodes], all devices
+        steps = None
+        if record:  # [D, T, B, ...] -> [T, D * B, ...]
+            steps = jax.tree.map(
+                lambda x: jnp.moveaxis(x, 0, 1).reshape((max_steps, num_episodes, *x.shape[3:])),
+                dev.all_gather(c.record),
+            )
+        return Episodes(result, steps)
+
+    program = dev.pmap(run, devices)
+
+    def run_episodes(learner, key: jax.Array) -> Episodes:
+        keys = dev.shard(
+            dev.split_leading(jax.random.split(key, num_episodes), num_devices), devices
+        )
+        return dev.unreplicate(program(learner, keys))
+
+    return run_episodes
 
 
 def make_evaluator(
@@ -252,64 +409,91 @@ def make_evaluator(
     max_steps: int,
     devices: Sequence[jax.Device],
 ) -> Callable[[Any, jax.Array], EvalResult]:
-    """`evaluate(learner (per device), key) -> EvalResult`: one episode per evaluation env.
+    """`evaluate(learner (per device), key) -> EvalResult` with the evaluation policy; see
+    `make_episode_runner`."""
+    run = make_episode_runner(
+        algo, env, env_params, num_episodes=num_episodes, max_steps=max_steps, devices=devices
+    )
+    return lambda learner, key: run(learner, key).result
 
-    Runs `num_episodes` environments (split over the devices) with the algorithm's evaluation
-    policy until each has finished one episode, or `max_steps` steps have passed, so an
-    environment without a time limit cannot hang it. A `while_loop` stops as soon as all are
-    done. Episode i's randomness depends only on (key, i), not on the device count.
+
+class OfflineState(struct.PyTreeNode):
+    """The state of an offline (dataset-only) algorithm: no environments, a dataset shard."""
+
+    learner: Any
+    data: Any  # this device's shard of the dataset, leaves [N / D, ...]
+    learner_key: jax.Array
+    update_step: jax.Array
+
+
+def make_offline_program(
+    algo: Algorithm, data: Any, *, updates_per_call: int, devices: Sequence[jax.Device]
+) -> Program:
+    """`pmap(scan(update))` over a dataset held in device memory, one shard per device.
+
+    `data` (host arrays, leaves [N, ...]) is split into equal shards (the last N mod D steps are
+    left out); `algo.update(learner, shard, key)` samples its own minibatches. The dataset is
+    not part of checkpoints: it is the run's input, loaded again on resume.
     """
     devices = list(devices)
     num_devices = len(devices)
-    if num_episodes % num_devices:
-        raise ValueError(f"eval episodes={num_episodes} do not divide over {num_devices} devices")
-    per_device = num_episodes // num_devices
+    size = jax.tree.leaves(data)[0].shape[0] // num_devices
 
-    def run(learner, keys):  # keys [per_device, 2]
-        reset_keys, keys = _split_env_keys(keys, 2)
-        obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(reset_keys, env_params)
-        actor = algo.init_actor(jax.random.PRNGKey(0), per_device)
-        zeros = jnp.zeros(per_device)
-
-        def body(carry):
-            t, env_state, obs, first, actor, keys, done, ret, length = carry
-            keys, act_keys, step_keys = _split_env_keys(keys, 3)
-            action, actor, _ = algo.act(learner, actor, obs, first, act_keys, evaluate=True)
-            obs, env_state, reward, terminated, truncated, _ = env_step(
-                env, env_params, env_state, action, step_keys
-            )
-            live = jnp.logical_not(done)
-            ret = ret + jnp.where(live, reward, 0.0)
-            length = length + live.astype(jnp.int32)
-            first = jnp.logical_or(terminated, truncated)
-            done = jnp.logical_or(done, first)
-            return t + 1, env_state, obs, first, actor, keys, done, ret, length
-
-        def cond(carry):
-            t, done = carry[0], carry[6]
-            return jnp.logical_and(t < max_steps, jnp.logical_not(jnp.all(done)))
-
-        init = (
-            jnp.int32(0),
-            env_state,
-            obs,
-            jnp.ones(per_device, bool),
-            actor,
-            keys,
-            jnp.zeros(per_device, bool),
-            zeros,
-            zeros.astype(jnp.int32),
+    def update_step(state: OfflineState, _):
+        learner_key, update_key = jax.random.split(state.learner_key)
+        learner, metrics = algo.update(state.learner, state.data, update_key)
+        state = state.replace(
+            learner=learner, learner_key=learner_key, update_step=state.update_step + 1
         )
-        *_, done, ret, length = jax.lax.while_loop(cond, body, init)
-        gathered = dev.all_gather(EvalResult(ret, length, done))
-        return jax.tree.map(lambda x: x.reshape(-1), gathered)  # [num_episodes], all devices
+        return state, metrics
 
-    program = dev.pmap(run, devices)
+    def train(state: OfflineState):
+        state, metrics = jax.lax.scan(update_step, state, length=updates_per_call)
+        metrics = dev.pmean(jax.tree.map(jnp.mean, metrics))
+        metrics["finite"] = all_finite(getattr(state.learner, "params", state.learner))
+        zero = jnp.int32(0)
+        return state, {
+            **metrics,
+            "episodes": zero,
+            "episode_return_sum": jnp.float32(0),
+            "episode_length_sum": zero,
+        }
 
-    def evaluate(learner, key: jax.Array) -> EvalResult:
-        keys = dev.shard(
-            dev.split_leading(jax.random.split(key, num_episodes), num_devices), devices
+    def init(seed: int) -> OfflineState:
+        params_key, learner_key = jax.random.split(jax.random.PRNGKey(seed))
+        learner = jax.jit(algo.init)(params_key)
+        shards = jax.tree.map(
+            lambda x: np.asarray(x)[: size * num_devices].reshape(num_devices, size, *x.shape[1:]),
+            data,
         )
-        return dev.unreplicate(program(learner, keys))
+        learner, learner_key, step = dev.replicate((learner, learner_key, np.int32(0)), devices)
+        return OfflineState(
+            learner=learner,
+            data=dev.shard(shards, devices),
+            learner_key=learner_key,
+            update_step=step,
+        )
 
-    return evaluate
+    return Program(
+        init=init,
+        train=dev.pmap(train, devices, donate_argnums=0),
+        devices=devices,
+        executables={},
+        save_view=lambda s: s.replace(data=()),
+        load_view=lambda restored, fresh: restored.replace(data=fresh.data),
+    )
+
+
+def offline_state_shapes(algo: Algorithm, num_devices: int, sharding=None) -> OfflineState:
+    """Shapes of an `OfflineState` as checkpointed (without its dataset)."""
+    learner = jax.eval_shape(algo.init, jax.random.PRNGKey(0))
+
+    def lead(x):
+        return jax.ShapeDtypeStruct((num_devices, *x.shape), x.dtype, sharding=sharding)
+
+    return OfflineState(
+        learner=jax.tree.map(lead, learner),
+        data=(),
+        learner_key=lead(jax.ShapeDtypeStruct((2,), jnp.uint32)),
+        update_step=lead(jax.ShapeDtypeStruct((), jnp.int32)),
+    )

@@ -7,6 +7,7 @@ scalars per call, writes them down and decides when to stop.
 from __future__ import annotations
 
 import json
+import math
 import platform
 import time
 from pathlib import Path
@@ -18,6 +19,7 @@ import numpy as np
 import algorithms
 import anakin
 import envs
+from anakin import dataset as dataset_lib
 from anakin import devices as dev
 from anakin import logger, loop
 from anakin.checkpoint import Checkpointer
@@ -37,6 +39,11 @@ class Setup(NamedTuple):
     algorithm: Algorithm
     program: loop.Program
     evaluate: Any  # loop.make_evaluator's function, or None when evaluation is off
+    steps_per_call: int  # env steps per program call (offline: dataset samples)
+    dataset_meta: dict[str, Any] | None  # offline algorithms: the dataset's meta
+
+    def num_calls(self, total_steps: int) -> int:
+        return max(1, math.ceil(total_steps / self.steps_per_call))
 
 
 class RunResult(NamedTuple):
@@ -67,24 +74,48 @@ def setup(algo_name: str, cfg: TrainConfig) -> Setup:
     envs.check_name(cfg.env)
     devices = dev.select(cfg.arch.num_devices)
     cfg.arch.validate(len(devices))
-    cfg.algo.validate(cfg.arch, len(devices))
     cfg.eval.validate(len(devices))
+    cfg.checkpoint.validate()
     try:
         env, env_params = envs.make(cfg.env, hide=cfg.env_hide, **_env_kwargs(cfg.env_kwargs))
     except (TypeError, ValueError) as e:
         raise ValueError(f"environment {cfg.env!r}: {e}") from None
     spec = envs.spec(env, env_params, cfg.env)
     layout = Layout(cfg.arch.num_envs, len(devices), cfg.arch.rollout_length)
-    algorithm = entry.make(cfg.algo, spec, layout)
-    program = loop.make_program(
-        algorithm,
-        env,
-        env_params,
-        num_envs=cfg.arch.num_envs,
-        rollout_length=cfg.arch.rollout_length,
-        updates_per_call=cfg.arch.updates_per_call,
-        devices=devices,
-    )
+    dataset_meta = None
+    if entry.offline:
+        if not cfg.dataset:
+            raise ValueError(
+                f"{algo_name} learns from a dataset: pass --dataset FILE (record "
+                "one with `anakin collect RUN_DIR --out FILE`)"
+            )
+        data = dataset_lib.load(cfg.dataset, spec)  # DatasetError is a ValueError
+        cfg.algo.validate(len(devices), data.num_steps, spec)
+        algorithm = entry.make(cfg.algo, spec, layout)
+        program = loop.make_offline_program(
+            algorithm, data.steps, updates_per_call=cfg.arch.updates_per_call, devices=devices
+        )
+        steps_per_call = (
+            cfg.algo.batch_size * cfg.algo.num_sgd_steps_per_step * cfg.arch.updates_per_call
+        )
+        dataset_meta = data.meta
+    else:
+        if cfg.dataset:
+            raise ValueError(
+                f"--dataset is for offline algorithms; {algo_name} learns from its own rollouts"
+            )
+        cfg.algo.validate(cfg.arch, len(devices))
+        algorithm = entry.make(cfg.algo, spec, layout)
+        program = loop.make_program(
+            algorithm,
+            env,
+            env_params,
+            num_envs=cfg.arch.num_envs,
+            rollout_length=cfg.arch.rollout_length,
+            updates_per_call=cfg.arch.updates_per_call,
+            devices=devices,
+        )
+        steps_per_call = cfg.arch.env_steps_per_call
     evaluate = None
     if cfg.eval.episodes:
         evaluate = loop.make_evaluator(
@@ -95,13 +126,30 @@ def setup(algo_name: str, cfg: TrainConfig) -> Setup:
             max_steps=cfg.eval.max_steps,
             devices=devices,
         )
-    return Setup(algo_name, cfg, devices, env, env_params, spec, algorithm, program, evaluate)
+    return Setup(
+        algo_name,
+        cfg,
+        devices,
+        env,
+        env_params,
+        spec,
+        algorithm,
+        program,
+        evaluate,
+        steps_per_call,
+        dataset_meta,
+    )
 
 
-def eval_record(result: loop.EvalResult) -> dict[str, Any]:
-    """Summary numbers of one evaluation, as logged."""
+def eval_record(result: loop.EvalResult, dataset_meta: dict | None = None) -> dict[str, Any]:
+    """Summary numbers of one evaluation, as logged (offline runs: also as a fraction of the
+    dataset's mean return)."""
     returns = np.asarray(result.returns)
+    extra = {}
+    if dataset_meta and dataset_meta.get("mean_return"):
+        extra["eval_fraction_of_dataset"] = float(returns.mean()) / dataset_meta["mean_return"]
     return {
+        **extra,
         "eval_mean_return": float(returns.mean()),
         "eval_min_return": float(returns.min()),
         "eval_max_return": float(returns.max()),
@@ -119,8 +167,8 @@ def describe_run(s: Setup) -> dict[str, Any]:
         "derived": {
             "num_devices": len(s.devices),
             "envs_per_device": s.cfg.arch.num_envs // len(s.devices),
-            "env_steps_per_call": s.cfg.arch.env_steps_per_call,
-            "num_calls": s.cfg.arch.num_calls,
+            "env_steps_per_call": s.steps_per_call,
+            "num_calls": s.num_calls(s.cfg.arch.total_env_steps),
         },
         "env_spec": {
             "obs_shape": s.spec.obs_shape,
@@ -161,17 +209,19 @@ def _mean_or_none(total: float, count: int) -> float | None:
     return float(total) / count if count else None
 
 
-def _call_record(call: int, arch, metrics: dict[str, Any], elapsed: float, start: float):
+def _call_record(
+    call: int, per_call: int, updates: int, metrics: dict[str, Any], elapsed: float, start: float
+):
     metrics = dict(metrics)
     episodes = metrics.pop("episodes")
     ret_sum = metrics.pop("episode_return_sum")
     len_sum = metrics.pop("episode_length_sum")
     return {
         "call": call,
-        "env_steps": (call + 1) * arch.env_steps_per_call,
-        "updates": (call + 1) * arch.updates_per_call,
+        "env_steps": (call + 1) * per_call,
+        "updates": (call + 1) * updates,
         "wall_time": time.monotonic() - start,
-        "sps": arch.env_steps_per_call / elapsed,
+        "sps": per_call / elapsed,
         "episodes": episodes,
         "mean_return": _mean_or_none(ret_sum, episodes),
         "mean_length": _mean_or_none(len_sum, episodes),
@@ -252,10 +302,17 @@ def _agree(text: str) -> str:
 class _Reporter:
     """Metrics file, TensorBoard and progress; only process 0 reports, the others stay quiet."""
 
-    def __init__(self, run_dir: Path, cfg: TrainConfig, title: str, primary: bool):
-        total = cfg.arch.num_calls * cfg.arch.env_steps_per_call
+    def __init__(
+        self,
+        run_dir: Path,
+        cfg: TrainConfig,
+        total: int,
+        title: str,
+        primary: bool,
+        unit: str = "steps",
+    ):
         self.primary = primary
-        self.progress = logger.Progress(total, title, quiet=cfg.quiet or not primary)
+        self.progress = logger.Progress(total, title, quiet=cfg.quiet or not primary, unit=unit)
         self.writer = logger.MetricsWriter(run_dir / "metrics.jsonl") if primary else None
         self.tb = (
             logger.TensorBoardWriter(run_dir / "tensorboard")
@@ -309,13 +366,18 @@ def train(
     if resume:
         ckpt = checkpointer or Checkpointer(run_dir, cfg.checkpoint.keep)
         step = resume.step if resume.step is not None else ckpt.latest_step()
-        state, meta = ckpt.restore(step, like=state)
+        restored, meta = ckpt.restore(step, like=s.program.save_view(state))
+        state = s.program.load_view(restored, state)
         first_call, wall_offset, last_good = meta["call"] + 1, meta["wall_time"], step
         resumed_from = step
         if primary:
             logger.truncate_metrics(run_dir, max_env_steps=meta["env_steps"])
     memory = memory_per_device(state)
-    reporter = _Reporter(run_dir, cfg, f"{algo_name} on {cfg.env}", primary)
+    per_call, num_calls = s.steps_per_call, s.num_calls(arch.total_env_steps)
+    unit = "samples" if s.dataset_meta is not None else "steps"
+    reporter = _Reporter(
+        run_dir, cfg, num_calls * per_call, f"{algo_name} on {cfg.env}", primary, unit
+    )
     reporter.progress.message(
         f"training state per device: {_mib(memory['state_bytes'])}"
         + (f" (replay {_mib(memory['replay_bytes'])})" if "replay_bytes" in memory else "")
@@ -340,14 +402,16 @@ def train(
             + (f" over {jax.process_count()} processes" if jax.process_count() > 1 else "")
             + f"; run dir {run_dir}"
         )
-        for call in range(first_call, arch.num_calls):
+        for call in range(first_call, num_calls):
             t0 = time.monotonic()
             state, metrics = train_step(state)
             metrics = logger.to_record(dev.unreplicate(metrics))  # waits for the call
             elapsed = time.monotonic() - t0
             train_time += elapsed
             finite = bool(metrics.pop("finite"))
-            record = _call_record(call, arch, metrics, elapsed, start - wall_offset)
+            record = _call_record(
+                call, per_call, arch.updates_per_call, metrics, elapsed, start - wall_offset
+            )
             if not finite or record.get("loss", 0.0) is None:
                 reporter.write({**record, "diverged": True}, final=True)
                 where = (
@@ -365,24 +429,21 @@ def train(
             stop = cfg.stop_return is not None and ret is not None and ret >= cfg.stop_return
             if stop and reached is None:
                 reached = {"env_steps": record["env_steps"], "wall_time": record["wall_time"]}
-            last = stop or call == arch.num_calls - 1
+            last = stop or call == num_calls - 1
             steps_now = record["env_steps"]
-            if s.evaluate and _due(
-                cfg.eval.every_env_steps, steps_now, arch.env_steps_per_call, last
-            ):
+            if s.evaluate and _due(cfg.eval.every_env_steps, steps_now, per_call, last):
                 t0 = time.monotonic()
                 last_eval = eval_record(
-                    s.evaluate(state.learner, jax.random.fold_in(eval_key, call))
+                    s.evaluate(state.learner, jax.random.fold_in(eval_key, call)),
+                    s.dataset_meta,
                 )
                 eval_time += time.monotonic() - t0
                 record.update(last_eval)
-            if checkpointer and _due(
-                cfg.checkpoint.every_env_steps, steps_now, arch.env_steps_per_call, last
-            ):
+            if checkpointer and _due(cfg.checkpoint.every_env_steps, steps_now, per_call, last):
                 t0 = time.monotonic()
                 checkpointer.save(
                     steps_now,
-                    state,
+                    s.program.save_view(state),
                     {
                         "call": call,
                         "env_steps": steps_now,
@@ -413,7 +474,7 @@ def train(
         "train_time": train_time,
         "eval_time": eval_time,
         "checkpoint_time": checkpoint_time,
-        "sps": (len(records) * arch.env_steps_per_call / train_time) if records else None,
+        "sps": (len(records) * per_call / train_time) if records else None,
         "final_mean_return": returns[-1] if returns else None,
         "best_mean_return": max(returns) if returns else None,
         "stop_return": cfg.stop_return,
@@ -425,15 +486,22 @@ def train(
     }
     if primary:
         logger.write_json(run_dir / "summary.json", summary)
-    final = f"final mean return {summary['final_mean_return']}"
+    final = (
+        f"final mean return {summary['final_mean_return']}"
+        if unit == "steps"
+        else f"{summary['updates']:,} updates"
+    )
     if last_eval:
         final += (
             f", evaluation {last_eval['eval_mean_return']:.1f} "
             f"(min {last_eval['eval_min_return']:.1f}, "
             f"max {last_eval['eval_max_return']:.1f}, {last_eval['eval_episodes']} episodes)"
         )
+        if "eval_fraction_of_dataset" in last_eval:
+            final += f", {100 * last_eval['eval_fraction_of_dataset']:.1f}% of the dataset's return"
     reporter.progress.message(
-        f"done: {summary['env_steps']:,} env steps in {summary['wall_time']:.1f}s, {final}; "
+        f"done: {summary['env_steps']:,} {'env steps' if unit == 'steps' else unit} in "
+        f"{summary['wall_time']:.1f}s, {final}; "
         f"see {run_dir}"
     )
     return RunResult(run_dir, state, records, summary)
@@ -459,17 +527,22 @@ def check_same_devices(run_dir: Path, prepared: Setup) -> None:
         )
 
 
-def evaluate_checkpoint(
-    run_dir: Path,
-    step: int | None = None,
-    episodes: int | None = None,
-    max_steps: int | None = None,
-    seed: int = 0,
-) -> dict[str, Any]:
-    """Evaluates a run's checkpoint on this machine's devices, whatever devices trained it.
+class SavedPolicy(NamedTuple):
+    """A checkpoint's learner, with what it needs to act, rebuilt on this machine."""
 
-    Writes and returns `evaluation-<step>.json` in the run directory.
-    """
+    algo_name: str
+    cfg: TrainConfig
+    env: Any
+    env_params: Any
+    spec: envs.EnvSpec
+    algorithm: Algorithm
+    learner: Any  # host arrays, one device's copy
+    step: int
+
+
+def load_policy(run_dir: Path, step: int | None = None) -> SavedPolicy:
+    """Reads a run's checkpoint (default: the newest good one) onto this machine, whatever
+    devices wrote it. Raises ValueError / CheckpointError naming what is wrong."""
     from jax.sharding import SingleDeviceSharding
 
     desc = _read_description(run_dir)
@@ -481,43 +554,153 @@ def evaluate_checkpoint(
     spec = envs.spec(env, env_params, cfg.env)
     layout = Layout(cfg.arch.num_envs, saved_devices, cfg.arch.rollout_length)
     algorithm = entry.make(cfg.algo, spec, layout)
-    devices = dev.select(0)
-    episodes = episodes or cfg.eval.episodes or 32
-    max_steps = max_steps or cfg.eval.max_steps
-    EvalConfig(episodes=episodes, max_steps=max_steps).validate(len(devices))
-
+    sharding = SingleDeviceSharding(jax.local_devices()[0])
+    if entry.offline:
+        shapes = loop.offline_state_shapes(algorithm, saved_devices, sharding)
+    else:
+        shapes = loop.state_shapes(
+            algorithm, env, env_params, cfg.arch.num_envs, saved_devices, sharding=sharding
+        )
     checkpointer = Checkpointer(run_dir)
     try:
         step = step if step is not None else checkpointer.latest_step()
-        shapes = loop.state_shapes(
-            algorithm,
-            env,
-            env_params,
-            cfg.arch.num_envs,
-            saved_devices,
-            sharding=SingleDeviceSharding(jax.local_devices()[0]),
-        )
-        state, meta = checkpointer.restore(step, like=shapes)
+        state, _ = checkpointer.restore(step, like=shapes)
     finally:
         checkpointer.close()
     learner = jax.tree.map(lambda x: np.asarray(x)[0], state.learner)
+    return SavedPolicy(algo_name, cfg, env, env_params, spec, algorithm, learner, step)
+
+
+def evaluate_checkpoint(
+    run_dir: Path,
+    step: int | None = None,
+    episodes: int | None = None,
+    max_steps: int | None = None,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Evaluates a run's checkpoint on this machine's devices, whatever devices trained it.
+
+    Writes and returns `evaluation-<step>.json` in the run directory.
+    """
+    saved = load_policy(run_dir, step)
+    devices = dev.select(0)
+    episodes = episodes or saved.cfg.eval.episodes or 32
+    max_steps = max_steps or saved.cfg.eval.max_steps
+    EvalConfig(episodes=episodes, max_steps=max_steps).validate(len(devices))
     evaluate = loop.make_evaluator(
-        algorithm, env, env_params, num_episodes=episodes, max_steps=max_steps, devices=devices
+        saved.algorithm,
+        saved.env,
+        saved.env_params,
+        num_episodes=episodes,
+        max_steps=max_steps,
+        devices=devices,
     )
     t0 = time.monotonic()
-    result = eval_record(evaluate(dev.replicate(learner, devices), jax.random.PRNGKey(seed)))
+    result = eval_record(evaluate(dev.replicate(saved.learner, devices), jax.random.PRNGKey(seed)))
     out = {
         "run_dir": str(run_dir),
-        "algorithm": algo_name,
-        "env": cfg.env,
-        "step": step,
+        "algorithm": saved.algo_name,
+        "env": saved.cfg.env,
+        "step": saved.step,
         "seed": seed,
         "eval_time": time.monotonic() - t0,
         **result,
     }
     if jax.process_index() == 0:
-        logger.write_json(Path(run_dir) / f"evaluation-{step}.json", out)
+        logger.write_json(Path(run_dir) / f"evaluation-{saved.step}.json", out)
     return out
+
+
+def collect(
+    run_dir: Path,
+    out: Path,
+    episodes: int,
+    step: int | None = None,
+    epsilon: float = 0.0,
+    max_steps: int | None = None,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Records `episodes` episodes of a saved policy (evaluation policy, plus `epsilon`-random
+    actions) on this machine's devices into a dataset file (see `anakin.dataset`)."""
+    if episodes < 1:
+        raise ValueError(f"--episodes={episodes} must be >= 1")
+    if not 0.0 <= epsilon <= 1.0:
+        raise ValueError(f"--epsilon={epsilon} must lie in [0, 1]")
+    saved = load_policy(run_dir, step)
+    devices = dev.select(0)
+    max_steps = max_steps or saved.cfg.eval.max_steps
+    per_batch = len(devices) * math.ceil(min(episodes, 256) / len(devices))
+    run = loop.make_episode_runner(
+        saved.algorithm,
+        saved.env,
+        saved.env_params,
+        num_episodes=per_batch,
+        max_steps=max_steps,
+        devices=devices,
+        epsilon=epsilon,
+        record=True,
+    )
+    learner = dev.replicate(saved.learner, devices)
+    parts, t0, batch = [], time.monotonic(), 0
+    while sum(len(p[0]) for p in parts) < episodes:
+        eps = run(learner, jax.random.fold_in(jax.random.PRNGKey(seed), batch))
+        batch += 1
+        need = episodes - sum(len(p[0]) for p in parts)
+        parts.append(_episodes_to_steps(eps, need))
+    data = dataset_lib.from_steps(
+        saved.spec,
+        **{k: np.concatenate([p[1][k] for p in parts]) for k in parts[0][1]},
+        env_kwargs=saved.cfg.env_kwargs,
+        source=f"anakin collect {run_dir} (step {saved.step}, epsilon {epsilon}, seed {seed})",
+    )
+    dataset_lib.save(out, data)
+    returns = np.concatenate([p[0] for p in parts])
+    return {
+        "out": str(out),
+        "episodes": int(len(returns)),
+        "steps": int(data.num_steps),
+        "mean_return": float(returns.mean()),
+        "min_return": float(returns.min()),
+        "max_return": float(returns.max()),
+        "step": saved.step,
+        "epsilon": epsilon,
+        "collect_time": time.monotonic() - t0,
+    }
+
+
+def _episodes_to_steps(eps: loop.Episodes, limit: int):
+    """The first `limit` recorded episodes as episode-contiguous step arrays.
+
+    An episode cut by the step limit before it ended is kept, marked truncated (a time limit).
+    """
+    steps = jax.tree.map(np.asarray, eps.steps)
+    lengths = np.asarray(eps.result.lengths)[:limit]
+    cut = ~np.asarray(eps.result.finished)[:limit]
+    cols = {
+        "observation": [],
+        "action": [],
+        "reward": [],
+        "terminated": [],
+        "truncated": [],
+        "next_observation": [],
+        "episode_start": [],
+    }
+    for i, n in enumerate(lengths):
+        take = slice(0, int(n))
+        cols["observation"].append(steps.obs[take, i])
+        cols["action"].append(steps.action[take, i])
+        cols["reward"].append(steps.reward[take, i].astype(np.float32))
+        cols["terminated"].append(steps.terminated[take, i])
+        truncated = steps.truncated[take, i].copy()
+        if cut[i]:
+            truncated[-1] = True
+        cols["truncated"].append(truncated)
+        cols["next_observation"].append(steps.final_obs[take, i])
+        start = np.zeros(int(n), bool)
+        start[0] = True
+        cols["episode_start"].append(start)
+    returns = np.asarray(eps.result.returns)[:limit]
+    return returns, {k: np.concatenate(v) for k, v in cols.items()}
 
 
 def params_divergence(state: RunnerState) -> float:

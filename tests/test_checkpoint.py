@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import toy_envs  # noqa: F401  (registers test-NaNAfter, test-Endless)
 
-from algorithms import impala, r2d2
+from algorithms import bc, impala, r2d2
 from anakin import checkpoint, runner
 from anakin.checkpoint import Checkpointer, CheckpointError
 from anakin.config import ArchConfig, CheckpointConfig, EvalConfig, TrainConfig
@@ -36,14 +36,35 @@ def leaves_equal(a, b):
     return all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(la, lb, strict=True))
 
 
-@pytest.mark.parametrize("module", [impala, r2d2], ids=["impala", "r2d2"])
-def test_interrupted_and_resumed_equals_uninterrupted(module, tmp_path):
-    per_call = module.PRESETS["tiny"][1].env_steps_per_call
-    every = CheckpointConfig(every_env_steps=2 * per_call)
-    full = tiny(module, total_env_steps=6 * per_call)
-    full = dataclasses.replace(full, out=str(tmp_path), run_name="full", checkpoint=every)
+@pytest.fixture(scope="module")
+def demo_dataset(tmp_path_factory):
+    """A small CartPole dataset recorded from a tiny IMPALA run."""
+    out = tmp_path_factory.mktemp("demo")
+    run = runner.train(
+        "impala",
+        dataclasses.replace(tiny(impala, total_env_steps=128), out=str(out), run_name="expert"),
+    )
+    path = out / "demo.npz"
+    runner.collect(run.run_dir, path, episodes=8, max_steps=50)
+    return path
+
+
+@pytest.mark.parametrize("module", [impala, r2d2, bc], ids=["impala", "r2d2", "bc"])
+def test_interrupted_and_resumed_equals_uninterrupted(module, tmp_path, request):
     algo = module.__name__.split(".")[-1]
+    full = tiny(module)
+    if algo == "bc":
+        full = dataclasses.replace(full, dataset=str(request.getfixturevalue("demo_dataset")))
     prepared = runner.setup(algo, full)  # compiled once, used by all three runs
+    per_call = prepared.steps_per_call
+    every = CheckpointConfig(every_env_steps=2 * per_call)
+    full = dataclasses.replace(
+        full,
+        out=str(tmp_path),
+        run_name="full",
+        checkpoint=every,
+        arch=dataclasses.replace(full.arch, total_env_steps=6 * per_call),
+    )
     reference = runner.train(algo, full, prepared)
 
     part = dataclasses.replace(
@@ -57,8 +78,9 @@ def test_interrupted_and_resumed_equals_uninterrupted(module, tmp_path):
     )
     assert resumed.summary["resumed_from"] == 2 * per_call
     assert leaves_equal(resumed.state.learner, reference.state.learner)
-    assert leaves_equal(resumed.state.env_state, reference.state.env_state)
-    assert leaves_equal(resumed.state.env_keys, reference.state.env_keys)
+    if algo != "bc":
+        assert leaves_equal(resumed.state.env_state, reference.state.env_state)
+        assert leaves_equal(resumed.state.env_keys, reference.state.env_keys)
     # The metrics file reads as one run: each call once, the same numbers.
     steps = [r["env_steps"] for r in json_lines(first.run_dir / "metrics.jsonl")]
     assert steps == [per_call * i for i in range(1, 7)]

@@ -104,3 +104,91 @@ def test_bad_config_stops_before_compiling_with_a_clear_message(args, message, c
     err = capsys.readouterr().err
     assert message in err, err
     assert "Traceback" not in err
+
+
+def test_collect_then_behaviour_cloning_end_to_end(tmp_path, capsys):
+    out = str(tmp_path)
+    assert (
+        cli.main(
+            ["train", "impala", "--preset", "tiny", "--out", out, "--run-name", "expert", "--quiet"]
+        )
+        == 0
+    )
+    data = tmp_path / "demo.npz"
+    assert (
+        cli.main(
+            [
+                "collect",
+                str(tmp_path / "expert"),
+                "--episodes",
+                "6",
+                "--out",
+                str(data),
+                "--epsilon",
+                "0.1",
+                "--max-steps",
+                "60",
+            ]
+        )
+        == 0
+    )
+    collected = json.loads(capsys.readouterr().out)
+    assert collected["episodes"] == 6 and data.exists()
+
+    from anakin import dataset
+
+    ds = dataset.load(data)
+    assert ds.meta["env"] == "CartPole-v1" and ds.meta["episodes"] == 6
+    assert ds.num_steps == collected["steps"]
+    assert abs(ds.meta["mean_return"] - collected["mean_return"]) < 1e-4
+
+    assert (
+        cli.main(
+            [
+                "train",
+                "bc",
+                "--preset",
+                "tiny",
+                "--dataset",
+                str(data),
+                "--out",
+                out,
+                "--run-name",
+                "clone",
+                "--quiet",
+                "--eval.episodes",
+                "8",
+            ]
+        )
+        == 0
+    )
+    summary = json.loads((tmp_path / "clone" / "summary.json").read_text())
+    assert summary["eval_episodes"] == 8
+    expected = summary["eval_mean_return"] / ds.meta["mean_return"]
+    assert abs(summary["eval_fraction_of_dataset"] - expected) < 1e-6
+
+    assert cli.main(["evaluate", str(tmp_path / "clone"), "--episodes", "4"]) == 0
+    assert json.loads(capsys.readouterr().out)["algorithm"] == "bc"
+
+    # The dataset's spec must match the chosen environment, and only bc takes a dataset.
+    assert cli.main(["train", "bc", "--dataset", str(data), "--env", "Acrobot-v1"]) == 2
+    err = capsys.readouterr().err
+    assert "recorded on env 'CartPole-v1'" in err and "'Acrobot-v1'" in err
+    assert cli.main(["train", "impala", "--dataset", str(data)]) == 2
+    assert "--dataset is for offline algorithms" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["train", "bc"], "bc learns from a dataset: pass --dataset FILE"),
+        (["train", "bc", "--dataset", "/nonexistent/demo.npz"], "/nonexistent/demo.npz"),
+        (["collect", "/nonexistent/run", "--episodes", "2", "--out", "x.npz"], "does not exist"),
+        (["evaluate", "/nonexistent/run"], "does not exist"),
+    ],
+)
+def test_bc_and_collect_errors(args, message, capsys):
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err
+    assert message in err, err
+    assert "Traceback" not in err

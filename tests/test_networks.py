@@ -5,7 +5,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from algorithms.networks import NetworkConfig, PolicyValueHead, make_network, num_params
+from algorithms.networks import (
+    CategoricalHead,
+    GaussianHead,
+    NetworkConfig,
+    PolicyValueHead,
+    make_network,
+    num_params,
+)
 from envs import EnvSpec
 
 FLAT = EnvSpec("flat", (5,), np.dtype("float32"), 3, ())
@@ -66,3 +73,15 @@ def test_bad_network_config():
         make_network(NetworkConfig(hidden_sizes=()), FLAT, PolicyValueHead(3))
     with pytest.raises(ValueError, match="lstm_size=-1"):
         make_network(NetworkConfig(lstm_size=-1), FLAT, PolicyValueHead(3))
+
+
+@pytest.mark.parametrize("state_dependent_std", [False, True])
+def test_policy_heads_shapes(state_dependent_std):
+    cfg = NetworkConfig(hidden_sizes=(8,))
+    net = make_network(cfg, FLAT, CategoricalHead(3))
+    logits, core = net.apply(net.init(jax.random.PRNGKey(0)), jnp.ones((4, 5)), (), None)
+    assert logits.shape == (4, 3) and core == ()
+    net = make_network(cfg, FLAT, GaussianHead(2, state_dependent_std=state_dependent_std))
+    (mean, log_std), _ = net.apply(net.init(jax.random.PRNGKey(0)), jnp.ones((4, 5)), (), None)
+    assert mean.shape == log_std.shape == (4, 2)
+    assert np.all(log_std >= -5.0) and np.all(log_std <= 2.0)
