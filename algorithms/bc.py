@@ -402,7 +402,9 @@ def make_bc(cfg: BCConfig, spec: EnvSpec, layout: Layout) -> Algorithm:
     `anakin.dataset.Steps`, leaves [N_local, ...]) in place of a rollout, and must run inside
     `anakin.devices.pmap`. Its metrics are this device's means over the SGD steps.
     """
-    cfg.validate(layout.num_devices, spec=spec)
+    # The runner validates the numbers; here only what the environment rules out, so that
+    # swept hyperparameters may arrive as traced values.
+    cfg.validate_spec(spec)
     policy = make_policy(cfg, spec)
     optimizer = make_optimizer(cfg)
     batch_size = cfg.batch_size // layout.num_devices

@@ -210,6 +210,13 @@ def make_impala(cfg: ImpalaConfig, spec: EnvSpec, layout: Layout | None = None) 
 PRESETS: dict[str, tuple[ImpalaConfig, ArchConfig]] = {
     "default": (ImpalaConfig(), ArchConfig()),
     "lstm": (ImpalaConfig(network=NetworkConfig(lstm_size=64)), ArchConfig()),
+    # MinAtar (10x10xC images): the conv torso, more environments, longer rollouts.
+    "minatar": (
+        ImpalaConfig(learning_rate=1e-3, network=NetworkConfig(hidden_sizes=(128,))),
+        ArchConfig(
+            num_envs=128, rollout_length=32, updates_per_call=10, total_env_steps=10_000_000
+        ),
+    ),
     "tiny": (
         ImpalaConfig(num_sgd_steps_per_step=2, network=NetworkConfig(hidden_sizes=(16,))),
         ArchConfig(num_envs=8, rollout_length=4, updates_per_call=2, total_env_steps=128),

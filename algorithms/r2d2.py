@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import ClassVar
 
 import flax.linen as nn
 import flax.struct as struct
@@ -59,6 +60,8 @@ class R2D2Config:
       dueling: a dueling Q head.
       network: torso, LSTM and widths.
     """
+
+    STATIC_FLOATS: ClassVar[tuple[str, ...]] = ("samples_per_insert",)  # sets SGD steps/update
 
     discount: float = 0.997
     burn_in_length: int = 40

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import math
 import types
@@ -123,6 +124,11 @@ class TrainConfig(Generic[AlgoConfigT]):
         CartPole without velocities.
       dataset: offline algorithms (bc): the demonstration dataset file (`anakin collect`);
         their progress is counted in dataset samples consumed, reported as env_steps.
+      num_seeds: independent runs with seeds arch.seed, arch.seed + 1, ..., trained together
+        in one compiled program.
+      sweep: hyperparameter values to cross with the seeds in the same program, each
+        "algo.FIELD=v1,v2,..." (FIELD a float field of the algorithm config that changes no
+        shapes, e.g. algo.learning_rate=1e-4,3e-4,1e-3).
       arch: layout over devices and program calls.
       eval: evaluation during and after training.
       checkpoint: how often to checkpoint, and how many to keep.
@@ -138,6 +144,8 @@ class TrainConfig(Generic[AlgoConfigT]):
     env_kwargs: dict[str, float] = dataclasses.field(default_factory=dict)
     env_hide: tuple[int, ...] = ()
     dataset: str = ""
+    num_seeds: int = 1
+    sweep: tuple[str, ...] = ()
     arch: ArchConfig = ArchConfig()
     eval: EvalConfig = EvalConfig()
     checkpoint: CheckpointConfig = CheckpointConfig()
@@ -202,3 +210,69 @@ def differences(a: Any, b: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
         elif x != y:
             out.append((name, x, y))
     return out
+
+
+def sweepable_fields(algo_cls: type) -> list[str]:
+    """Fields of an algorithm config that may vary between runs of one program: floats that
+    change no array shape and no Python-level structure (a class may exclude more by listing
+    them in `STATIC_FLOATS`)."""
+    hints = typing.get_type_hints(algo_cls)
+    static = set(getattr(algo_cls, "STATIC_FLOATS", ()))
+    return [
+        f.name
+        for f in dataclasses.fields(algo_cls)
+        if hints[f.name] is float and f.name not in static
+    ]
+
+
+def parse_sweeps(sweeps: tuple[str, ...], algo_cls: type) -> dict[str, tuple[float, ...]]:
+    """`("algo.learning_rate=1e-4,3e-4",)` -> {"learning_rate": (1e-4, 3e-4)}, or ValueError
+    naming the bad item and the fields that can be swept."""
+    allowed = sweepable_fields(algo_cls)
+    out: dict[str, tuple[float, ...]] = {}
+    for item in sweeps:
+        name, sep, values = item.partition("=")
+        name = name.strip()
+        if not sep or not values.strip():
+            raise ValueError(f"sweep {item!r}: write it as algo.FIELD=v1,v2,...")
+        if not name.startswith("algo."):
+            raise ValueError(
+                f"sweep {item!r}: only algorithm hyperparameters (algo.*) can vary inside one "
+                f"program; {name} changes its shapes or layout. Sweepable: "
+                + ", ".join(f"algo.{f}" for f in allowed)
+            )
+        field = name[len("algo.") :]
+        if field not in allowed:
+            known = {f.name for f in dataclasses.fields(algo_cls)}
+            why = (
+                "changes array shapes or the program's structure"
+                if field in known or field.split(".")[0] in known
+                else f"is not a field of {algo_cls.__name__}"
+            )
+            raise ValueError(
+                f"sweep {item!r}: {name} {why}, so it cannot vary inside one program. "
+                "Sweepable: " + ", ".join(f"algo.{f}" for f in allowed)
+            )
+        if field in out:
+            raise ValueError(f"sweep {item!r}: {name} is swept twice")
+        try:
+            out[field] = tuple(float(v) for v in values.split(","))
+        except ValueError:
+            raise ValueError(f"sweep {item!r}: values must be numbers") from None
+    return out
+
+
+def expand_runs(cfg: TrainConfig, algo_cls: type) -> tuple[list[int], dict[str, list[float]]]:
+    """Seeds and per-run hyperparameters of the runs one program trains: every combination of
+    the sweeps' values, crossed with `num_seeds` seeds (seeds vary fastest)."""
+    if cfg.num_seeds < 1:
+        raise ValueError(f"num_seeds={cfg.num_seeds} must be >= 1")
+    sweeps = parse_sweeps(cfg.sweep, algo_cls)
+    seeds: list[int] = []
+    hparams: dict[str, list[float]] = {k: [] for k in sweeps}
+    for values in itertools.product(*sweeps.values()):
+        for i in range(cfg.num_seeds):
+            seeds.append(cfg.arch.seed + i)
+            for k, v in zip(sweeps, values, strict=True):
+                hparams[k].append(v)
+    return seeds, hparams

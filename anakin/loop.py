@@ -119,6 +119,60 @@ def make_rollout(algo: Algorithm, env: Any, env_params: Any, length: int):
     return rollout
 
 
+class Runs(NamedTuple):
+    """Independent runs trained side by side in one program (`vmap` inside each device).
+
+    Run r has its own seed and its own values of the swept hyperparameters; everything of it
+    (parameters, optimiser state, replay, environments, keys) is separate, and its gradients
+    are averaged over devices only with itself.
+    """
+
+    seeds: tuple[int, ...]
+    hparams: dict[str, tuple[float, ...]]  # algorithm config field -> its value in each run
+
+    @property
+    def num(self) -> int:
+        return len(self.seeds)
+
+    def arrays(self) -> dict[str, jax.Array]:
+        return {k: jnp.asarray(v, jnp.float32) for k, v in self.hparams.items()}
+
+    def of(self, r: int) -> dict[str, float]:
+        return {k: v[r] for k, v in self.hparams.items()}
+
+
+Build = Callable[[dict[str, Any]], Algorithm]  # swept hyperparameter values -> the algorithm
+
+
+def as_build(algo: Algorithm | Build) -> Build:
+    """An `Algorithm` as a `Build` that ignores hyperparameter overrides."""
+    return (lambda hp: algo) if isinstance(algo, Algorithm) else algo
+
+
+def _over_runs(fn: Callable, runs: Runs | None) -> Callable:
+    """`fn(*args, hp)` for one run, or vmapped over the runs' leading axis."""
+    if runs is None:
+        return lambda *args: fn(*args, {})
+    hp = runs.arrays()
+    return lambda *args: jax.vmap(fn)(*args, hp)
+
+
+def _stack(trees: list) -> Any:
+    return jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *trees)
+
+
+def _per_device(per_env: Any, num_devices: int, runs: Runs | None) -> Any:
+    """Per-environment leaves [N, ...] (or [R, N, ...]) -> [D, N / D, ...] (or [D, R, N/D, ...])."""
+    if runs is None:
+        return dev.split_leading(per_env, num_devices)
+    return jax.tree.map(
+        lambda x: np.swapaxes(
+            np.asarray(x).reshape((x.shape[0], num_devices, -1, *x.shape[2:])), 0, 1
+        ),
+        per_env,
+    )
+
+
 def make_init_global(algo: Algorithm, env: Any, env_params: Any, num_envs: int) -> Callable:
     """`init_global(key) -> (learner, learner_key, per_env)`: the state of all environments,
     before it is split over devices (per_env leaves [num_envs, ...])."""
@@ -138,23 +192,41 @@ def make_init_global(algo: Algorithm, env: Any, env_params: Any, num_envs: int) 
     return init_global
 
 
-def state_shapes(
-    algo: Algorithm, env: Any, env_params: Any, num_envs: int, num_devices: int, sharding=None
-) -> RunnerState:
-    """The shapes of a `RunnerState` laid out over `num_devices` devices, without building it
-    (ShapeDtypeStructs, with `sharding` if given): how a checkpoint is read back on any
-    machine, e.g. onto one device for evaluation."""
-    learner, key, per_env = jax.eval_shape(
-        make_init_global(algo, env, env_params, num_envs), jax.random.PRNGKey(0)
+def _init_runs(init_one: Callable, seed: int, runs: Runs | None):
+    """Initial values of every run, computed one run at a time (never a vmapped init: see
+    anakin/_xla.py) by one compiled `init_one(key, hp)` and stacked on a leading run axis."""
+    if runs is None:
+        return init_one(jax.random.PRNGKey(seed), {})
+    return _stack(
+        [
+            init_one(jax.random.PRNGKey(s), {k: jnp.float32(v) for k, v in runs.of(r).items()})
+            for r, s in enumerate(runs.seeds)
+        ]
     )
 
+
+def state_shapes(
+    algo: Algorithm | Build,
+    env: Any,
+    env_params: Any,
+    num_envs: int,
+    num_devices: int,
+    sharding=None,
+    runs: Runs | None = None,
+) -> RunnerState:
+    """The shapes of a `RunnerState` laid out over `num_devices` devices (and `runs`), without
+    building it (ShapeDtypeStructs, with `sharding` if given): how a checkpoint is read back on
+    any machine, e.g. onto one device for evaluation."""
+    build = as_build(algo)
+    hp = {k: jnp.float32(0) for k in (runs.hparams if runs else {})}
+    learner, key, per_env = jax.eval_shape(
+        lambda k: make_init_global(build(hp), env, env_params, num_envs)(k), jax.random.PRNGKey(0)
+    )
+    lead_runs = (runs.num,) if runs else ()
+
     def lead(x, per_device=False):
-        shape = (
-            (num_devices, x.shape[0] // num_devices, *x.shape[1:])
-            if per_device
-            else (num_devices, *x.shape)
-        )
-        return jax.ShapeDtypeStruct(shape, x.dtype, sharding=sharding)
+        rest = (x.shape[0] // num_devices, *x.shape[1:]) if per_device else x.shape
+        return jax.ShapeDtypeStruct((num_devices, *lead_runs, *rest), x.dtype, sharding=sharding)
 
     actor, env_state, obs, first, env_keys = jax.tree.map(lambda x: lead(x, True), per_env)
     learner, key = jax.tree.map(lead, (learner, key))
@@ -171,7 +243,7 @@ def state_shapes(
 
 
 def make_program(
-    algo: Algorithm,
+    algo: Algorithm | Build,
     env: Any,
     env_params: Any,
     *,
@@ -179,29 +251,34 @@ def make_program(
     rollout_length: int,
     updates_per_call: int,
     devices: Sequence[jax.Device],
+    runs: Runs | None = None,
 ) -> Program:
     """Builds the training program of `algo` on `env` over `devices`.
 
     `num_envs` is global; each device steps `num_envs // len(devices)` of them. Environment `i`
     (global index) gets the same key chain whatever the device count, so a run on 1 device and
-    one on N devices with the same global config compute the same thing.
+    one on N devices with the same global config compute the same thing. With `runs`, `algo`
+    is a `Build` and every leaf of the state gains a run axis after the device axis.
     """
     devices = list(devices)
     num_devices = len(devices)
     if num_envs % num_devices:
         raise ValueError(f"num_envs={num_envs} does not divide over {num_devices} devices")
-    rollout = make_rollout(algo, env, env_params, rollout_length)
+    build = as_build(algo)
 
-    def update_step(state: RunnerState, _):
-        state, traj, sums = rollout(state)
-        learner_key, update_key = jax.random.split(state.learner_key)
-        learner, metrics = algo.update(state.learner, traj, update_key)
-        state = state.replace(
-            learner=learner, learner_key=learner_key, update_step=state.update_step + 1
-        )
-        return state, (metrics, sums)
+    def train_one(state: RunnerState, hp: dict[str, Any]):
+        algo = build(hp)
+        rollout = make_rollout(algo, env, env_params, rollout_length)
 
-    def train(state: RunnerState):
+        def update_step(state: RunnerState, _):
+            state, traj, sums = rollout(state)
+            learner_key, update_key = jax.random.split(state.learner_key)
+            learner, metrics = algo.update(state.learner, traj, update_key)
+            state = state.replace(
+                learner=learner, learner_key=learner_key, update_step=state.update_step + 1
+            )
+            return state, (metrics, sums)
+
         state, (metrics, sums) = jax.lax.scan(update_step, state, length=updates_per_call)
         metrics = dev.pmean(jax.tree.map(jnp.mean, metrics))
         sums = dev.psum(jax.tree.map(jnp.sum, sums))
@@ -215,14 +292,15 @@ def make_program(
             "episode_length_sum": sums.length_sum,
         }
 
-    init_global = jax.jit(make_init_global(algo, env, env_params, num_envs))
+    init_one = jax.jit(lambda key, hp: make_init_global(build(hp), env, env_params, num_envs)(key))
 
     def init(seed: int) -> RunnerState:
-        learner, learner_key, per_env = init_global(jax.random.PRNGKey(seed))
+        learner, learner_key, per_env = _init_runs(init_one, seed, runs)
         actor, env_state, obs, first, env_keys = dev.shard(
-            dev.split_leading(per_env, num_devices), devices
+            _per_device(per_env, num_devices, runs), devices
         )
-        learner, learner_key, step = dev.replicate((learner, learner_key, np.int32(0)), devices)
+        learner, learner_key = dev.replicate((learner, learner_key), devices)
+        step = dev.replicate(np.zeros((runs.num,) if runs else (), np.int32), devices)
         return RunnerState(
             learner=learner,
             actor=actor,
@@ -234,6 +312,7 @@ def make_program(
             update_step=step,
         )
 
+    train = _over_runs(train_one, runs)
     return Program(
         init=init, train=dev.pmap(train, devices, donate_argnums=0), devices=devices, executables={}
     )
@@ -273,7 +352,7 @@ def _random_actions(env: Any, env_params: Any, keys: jax.Array) -> jax.Array:
 
 
 def make_episode_runner(
-    algo: Algorithm,
+    algo: Algorithm | Build,
     env: Any,
     env_params: Any,
     *,
@@ -282,6 +361,7 @@ def make_episode_runner(
     devices: Sequence[jax.Device],
     epsilon: float = 0.0,
     record: bool = False,
+    runs: Runs | None = None,
 ) -> Callable[[Any, jax.Array], Episodes]:
     """`run(learner (per device), key) -> Episodes`: one episode per environment.
 
@@ -290,15 +370,20 @@ def make_episode_runner(
     finished one episode or `max_steps` steps have passed, so an environment without a time
     limit cannot hang it; a `while_loop` stops as soon as all are done. With `record`, every
     step is kept (the `collect` command's datasets). Episode i's randomness depends only on
-    (key, i), not on the device count.
+    (key, i), not on the device count. With `runs`, every run plays `num_episodes` episodes
+    with its own learner and key (`key` is then [R, 2]) and results gain a leading run axis.
     """
     devices = list(devices)
     num_devices = len(devices)
     if num_episodes % num_devices:
         raise ValueError(f"episodes={num_episodes} do not divide over {num_devices} devices")
+    if record and runs is not None:
+        raise ValueError("recording episodes needs a single run; pick one run's learner")
     per_device = num_episodes // num_devices
+    build = as_build(algo)
 
-    def run(learner, keys):  # keys [per_device, 2]
+    def run(learner, keys, hp):  # keys [per_device, 2]
+        algo = build(hp)
         reset_keys, keys = _split_env_keys(keys, 2)
         obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(reset_keys, env_params)
         actor = algo.init_actor(jax.random.PRNGKey(0), per_device)
@@ -389,30 +474,40 @@ def make_episode_runner(
             )
         return Episodes(result, steps)
 
-    program = dev.pmap(run, devices)
+    program = dev.pmap(_over_runs(run, runs), devices)
 
     def run_episodes(learner, key: jax.Array) -> Episodes:
-        keys = dev.shard(
-            dev.split_leading(jax.random.split(key, num_episodes), num_devices), devices
+        if runs is None:
+            keys = jax.random.split(key, num_episodes)
+        else:
+            keys = jax.vmap(lambda k: jax.random.split(k, num_episodes))(key)
+        return dev.unreplicate(
+            program(learner, dev.shard(_per_device(keys, num_devices, runs), devices))
         )
-        return dev.unreplicate(program(learner, keys))
 
     return run_episodes
 
 
 def make_evaluator(
-    algo: Algorithm,
+    algo: Algorithm | Build,
     env: Any,
     env_params: Any,
     *,
     num_episodes: int,
     max_steps: int,
     devices: Sequence[jax.Device],
+    runs: Runs | None = None,
 ) -> Callable[[Any, jax.Array], EvalResult]:
     """`evaluate(learner (per device), key) -> EvalResult` with the evaluation policy; see
     `make_episode_runner`."""
     run = make_episode_runner(
-        algo, env, env_params, num_episodes=num_episodes, max_steps=max_steps, devices=devices
+        algo,
+        env,
+        env_params,
+        num_episodes=num_episodes,
+        max_steps=max_steps,
+        devices=devices,
+        runs=runs,
     )
     return lambda learner, key: run(learner, key).result
 
@@ -427,46 +522,74 @@ class OfflineState(struct.PyTreeNode):
 
 
 def make_offline_program(
-    algo: Algorithm, data: Any, *, updates_per_call: int, devices: Sequence[jax.Device]
+    algo: Algorithm | Build,
+    data: Any,
+    *,
+    updates_per_call: int,
+    devices: Sequence[jax.Device],
+    runs: Runs | None = None,
 ) -> Program:
     """`pmap(scan(update))` over a dataset held in device memory, one shard per device.
 
     `data` (host arrays, leaves [N, ...]) is split into equal shards (the last N mod D steps are
-    left out); `algo.update(learner, shard, key)` samples its own minibatches. The dataset is
-    not part of checkpoints: it is the run's input, loaded again on resume.
+    left out) shared by all runs; `algo.update(learner, shard, key)` samples its own
+    minibatches. The dataset is not part of checkpoints: it is the run's input, loaded again on
+    resume.
     """
     devices = list(devices)
     num_devices = len(devices)
     size = jax.tree.leaves(data)[0].shape[0] // num_devices
+    build = as_build(algo)
 
-    def update_step(state: OfflineState, _):
-        learner_key, update_key = jax.random.split(state.learner_key)
-        learner, metrics = algo.update(state.learner, state.data, update_key)
-        state = state.replace(
-            learner=learner, learner_key=learner_key, update_step=state.update_step + 1
+    def train_one(learner, learner_key, update_step, data, hp):
+        algo = build(hp)
+
+        def step(carry, _):
+            learner, learner_key = carry
+            learner_key, update_key = jax.random.split(learner_key)
+            learner, metrics = algo.update(learner, data, update_key)
+            return (learner, learner_key), metrics
+
+        (learner, learner_key), metrics = jax.lax.scan(
+            step, (learner, learner_key), length=updates_per_call
         )
-        return state, metrics
-
-    def train(state: OfflineState):
-        state, metrics = jax.lax.scan(update_step, state, length=updates_per_call)
         metrics = dev.pmean(jax.tree.map(jnp.mean, metrics))
-        metrics["finite"] = all_finite(getattr(state.learner, "params", state.learner))
+        metrics["finite"] = all_finite(getattr(learner, "params", learner))
         zero = jnp.int32(0)
-        return state, {
+        metrics = {
             **metrics,
             "episodes": zero,
             "episode_return_sum": jnp.float32(0),
             "episode_length_sum": zero,
         }
+        return (learner, learner_key, update_step + updates_per_call), metrics
+
+    def train(state: OfflineState):
+        if runs is None:
+            out, metrics = train_one(
+                state.learner, state.learner_key, state.update_step, state.data, {}
+            )
+        else:
+            out, metrics = jax.vmap(train_one, in_axes=(0, 0, 0, None, 0))(
+                state.learner, state.learner_key, state.update_step, state.data, runs.arrays()
+            )
+        learner, learner_key, update_step = out
+        return state.replace(
+            learner=learner, learner_key=learner_key, update_step=update_step
+        ), metrics
+
+    init_one = jax.jit(
+        lambda key, hp: tuple([build(hp).init(jax.random.split(key)[0]), jax.random.split(key)[1]])
+    )
 
     def init(seed: int) -> OfflineState:
-        params_key, learner_key = jax.random.split(jax.random.PRNGKey(seed))
-        learner = jax.jit(algo.init)(params_key)
+        learner, learner_key = _init_runs(init_one, seed, runs)
         shards = jax.tree.map(
             lambda x: np.asarray(x)[: size * num_devices].reshape(num_devices, size, *x.shape[1:]),
             data,
         )
-        learner, learner_key, step = dev.replicate((learner, learner_key, np.int32(0)), devices)
+        learner, learner_key = dev.replicate((learner, learner_key), devices)
+        step = dev.replicate(np.zeros((runs.num,) if runs else (), np.int32), devices)
         return OfflineState(
             learner=learner,
             data=dev.shard(shards, devices),
@@ -484,12 +607,16 @@ def make_offline_program(
     )
 
 
-def offline_state_shapes(algo: Algorithm, num_devices: int, sharding=None) -> OfflineState:
+def offline_state_shapes(
+    algo: Algorithm | Build, num_devices: int, sharding=None, runs: Runs | None = None
+) -> OfflineState:
     """Shapes of an `OfflineState` as checkpointed (without its dataset)."""
-    learner = jax.eval_shape(algo.init, jax.random.PRNGKey(0))
+    hp = {k: jnp.float32(0) for k in (runs.hparams if runs else {})}
+    learner = jax.eval_shape(lambda k: as_build(algo)(hp).init(k), jax.random.PRNGKey(0))
+    lead_runs = (runs.num,) if runs else ()
 
     def lead(x):
-        return jax.ShapeDtypeStruct((num_devices, *x.shape), x.dtype, sharding=sharding)
+        return jax.ShapeDtypeStruct((num_devices, *lead_runs, *x.shape), x.dtype, sharding=sharding)
 
     return OfflineState(
         learner=jax.tree.map(lead, learner),

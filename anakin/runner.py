@@ -6,14 +6,17 @@ scalars per call, writes them down and decides when to stop.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import platform
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 import algorithms
@@ -23,7 +26,14 @@ from anakin import dataset as dataset_lib
 from anakin import devices as dev
 from anakin import logger, loop
 from anakin.checkpoint import Checkpointer
-from anakin.config import EvalConfig, TrainConfig, differences, to_dict, train_config_from_dict
+from anakin.config import (
+    EvalConfig,
+    TrainConfig,
+    differences,
+    expand_runs,
+    to_dict,
+    train_config_from_dict,
+)
 from anakin.types import Algorithm, Layout, RunnerState
 
 
@@ -41,6 +51,7 @@ class Setup(NamedTuple):
     evaluate: Any  # loop.make_evaluator's function, or None when evaluation is off
     steps_per_call: int  # env steps per program call (offline: dataset samples)
     dataset_meta: dict[str, Any] | None  # offline algorithms: the dataset's meta
+    runs: loop.Runs | None  # several runs in one program (seeds, sweeps), else None
 
     def num_calls(self, total_steps: int) -> int:
         return max(1, math.ceil(total_steps / self.steps_per_call))
@@ -56,6 +67,25 @@ class RunResult(NamedTuple):
 def _env_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
     # The CLI reads numbers as floats; integral ones (step limits, sizes) must stay ints.
     return {k: int(v) if isinstance(v, float) and v.is_integer() else v for k, v in kwargs.items()}
+
+
+def make_build(
+    entry: algorithms.AlgorithmEntry, cfg: TrainConfig, spec: envs.EnvSpec, layout: Layout
+) -> loop.Build:
+    """The algorithm with a run's hyperparameter overrides (possibly traced values)."""
+
+    def build(hp: dict[str, Any]) -> Algorithm:
+        return entry.make(dataclasses.replace(cfg.algo, **hp), spec, layout)
+
+    return build
+
+
+def make_runs(cfg: TrainConfig, algo_cls: type) -> loop.Runs | None:
+    """The runs of one program (None for a single run: no run axis at all)."""
+    seeds, hparams = expand_runs(cfg, algo_cls)
+    if len(seeds) == 1 and not hparams:
+        return None
+    return loop.Runs(tuple(seeds), {k: tuple(v) for k, v in hparams.items()})
 
 
 def setup(algo_name: str, cfg: TrainConfig) -> Setup:
@@ -76,12 +106,30 @@ def setup(algo_name: str, cfg: TrainConfig) -> Setup:
     cfg.arch.validate(len(devices))
     cfg.eval.validate(len(devices))
     cfg.checkpoint.validate()
+    runs = make_runs(cfg, entry.config_cls)
     try:
         env, env_params = envs.make(cfg.env, hide=cfg.env_hide, **_env_kwargs(cfg.env_kwargs))
     except (TypeError, ValueError) as e:
         raise ValueError(f"environment {cfg.env!r}: {e}") from None
     spec = envs.spec(env, env_params, cfg.env)
     layout = Layout(cfg.arch.num_envs, len(devices), cfg.arch.rollout_length)
+    # Each run's own values must be valid too (a swept discount of 1.5 is refused by name).
+    run_cfgs = (
+        [cfg.algo]
+        if runs is None
+        else [dataclasses.replace(cfg.algo, **runs.of(r)) for r in range(runs.num)]
+    )
+
+    def check_runs(validate: Callable[[Any], None]) -> None:
+        for r, c in enumerate(run_cfgs):
+            try:
+                validate(c)
+            except ValueError as e:
+                if runs is None or not runs.hparams:
+                    raise
+                setting = ", ".join(f"algo.{k}={v}" for k, v in runs.of(r).items())
+                raise ValueError(f"the sweep's run with {setting}: {e}") from None
+
     dataset_meta = None
     if entry.offline:
         if not cfg.dataset:
@@ -90,10 +138,14 @@ def setup(algo_name: str, cfg: TrainConfig) -> Setup:
                 "one with `anakin collect RUN_DIR --out FILE`)"
             )
         data = dataset_lib.load(cfg.dataset, spec)  # DatasetError is a ValueError
-        cfg.algo.validate(len(devices), data.num_steps, spec)
-        algorithm = entry.make(cfg.algo, spec, layout)
+        check_runs(lambda c: c.validate(len(devices), data.num_steps, spec))
+        build = make_build(entry, cfg, spec, layout)
         program = loop.make_offline_program(
-            algorithm, data.steps, updates_per_call=cfg.arch.updates_per_call, devices=devices
+            build,
+            data.steps,
+            updates_per_call=cfg.arch.updates_per_call,
+            devices=devices,
+            runs=runs,
         )
         steps_per_call = (
             cfg.algo.batch_size * cfg.algo.num_sgd_steps_per_step * cfg.arch.updates_per_call
@@ -104,27 +156,30 @@ def setup(algo_name: str, cfg: TrainConfig) -> Setup:
             raise ValueError(
                 f"--dataset is for offline algorithms; {algo_name} learns from its own rollouts"
             )
-        cfg.algo.validate(cfg.arch, len(devices))
-        algorithm = entry.make(cfg.algo, spec, layout)
+        check_runs(lambda c: c.validate(cfg.arch, len(devices)))
+        build = make_build(entry, cfg, spec, layout)
         program = loop.make_program(
-            algorithm,
+            build,
             env,
             env_params,
             num_envs=cfg.arch.num_envs,
             rollout_length=cfg.arch.rollout_length,
             updates_per_call=cfg.arch.updates_per_call,
             devices=devices,
+            runs=runs,
         )
         steps_per_call = cfg.arch.env_steps_per_call
+    algorithm = build({})
     evaluate = None
     if cfg.eval.episodes:
         evaluate = loop.make_evaluator(
-            algorithm,
+            build,
             env,
             env_params,
             num_episodes=cfg.eval.episodes,
             max_steps=cfg.eval.max_steps,
             devices=devices,
+            runs=runs,
         )
     return Setup(
         algo_name,
@@ -138,6 +193,7 @@ def setup(algo_name: str, cfg: TrainConfig) -> Setup:
         evaluate,
         steps_per_call,
         dataset_meta,
+        runs,
     )
 
 
@@ -165,6 +221,12 @@ def describe_run(s: Setup) -> dict[str, Any]:
         "algorithm": s.algo_name,
         "config": to_dict(s.cfg),
         "derived": {
+            "runs": [
+                {"seed": sd, **{f"algo.{k}": v for k, v in s.runs.of(r).items()}}
+                for r, sd in enumerate(s.runs.seeds)
+            ]
+            if s.runs
+            else None,
             "num_devices": len(s.devices),
             "envs_per_device": s.cfg.arch.num_envs // len(s.devices),
             "env_steps_per_call": s.steps_per_call,
@@ -209,24 +271,82 @@ def _mean_or_none(total: float, count: int) -> float | None:
     return float(total) / count if count else None
 
 
-def _call_record(
-    call: int, per_call: int, updates: int, metrics: dict[str, Any], elapsed: float, start: float
-):
-    metrics = dict(metrics)
+def _episode_stats(metrics: dict[str, Any]) -> dict[str, Any]:
+    """Pops the episode sums of one run's metrics; returns count and means."""
     episodes = metrics.pop("episodes")
     ret_sum = metrics.pop("episode_return_sum")
     len_sum = metrics.pop("episode_length_sum")
     return {
+        "episodes": episodes,
+        "mean_return": _mean_or_none(ret_sum, episodes),
+        "mean_length": _mean_or_none(len_sum, episodes),
+    }
+
+
+def _mean_of(values: list) -> Any:
+    vals = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    return sum(vals) / len(vals) if vals else None
+
+
+def _call_record(
+    call: int,
+    per_call: int,
+    updates: int,
+    metrics: dict[str, Any],
+    elapsed: float,
+    start: float,
+    runs: loop.Runs | None,
+) -> tuple[dict[str, Any], list[bool]]:
+    """One metrics.jsonl record (means over runs, with a `per_run` list when there are
+    several) and whether each run's parameters are finite."""
+    metrics = dict(metrics)
+    finite = metrics.pop("finite")
+    head = {
         "call": call,
         "env_steps": (call + 1) * per_call,
         "updates": (call + 1) * updates,
         "wall_time": time.monotonic() - start,
         "sps": per_call / elapsed,
-        "episodes": episodes,
-        "mean_return": _mean_or_none(ret_sum, episodes),
-        "mean_length": _mean_or_none(len_sum, episodes),
-        **metrics,
     }
+    if runs is None:
+        return {**head, **_episode_stats(metrics), **metrics}, [bool(finite)]
+    head["sps_all_runs"] = head["sps"] * runs.num
+    per_run = []
+    for r in range(runs.num):
+        m = {k: v[r] for k, v in metrics.items()}
+        per_run.append(
+            {
+                "seed": runs.seeds[r],
+                **{f"algo.{k}": v for k, v in runs.of(r).items()},
+                **_episode_stats(m),
+                **m,
+            }
+        )
+    keys = [k for k in per_run[0] if k != "seed" and not k.startswith("algo.")]
+    agg = {k: _mean_of([p[k] for p in per_run]) for k in keys}
+    agg["episodes"] = sum(p["episodes"] for p in per_run)
+    return {**head, **agg, "per_run": per_run}, [bool(f) for f in finite]
+
+
+def _evaluate(s: Setup, state: Any, seed: int, call: int) -> dict[str, Any]:
+    """Evaluation record (per run, and means over runs) with keys that depend only on each
+    run's seed and the call, as a separate run with that seed would use."""
+
+    def key(seed):
+        return jax.random.fold_in(jax.random.fold_in(jax.random.PRNGKey(seed), 0x5EED), call)
+
+    if s.runs is None:
+        return eval_record(s.evaluate(state.learner, key(seed)), s.dataset_meta)
+    keys = jnp.stack([key(sd) for sd in s.runs.seeds])
+    result = s.evaluate(state.learner, keys)  # leaves [R, episodes]
+    per_run = [
+        eval_record(jax.tree.map(lambda x, r=r: x[r], result), s.dataset_meta)
+        for r in range(s.runs.num)
+    ]
+    agg = {k: _mean_of([p[k] for p in per_run]) for k in per_run[0]}
+    agg["eval_episodes"] = sum(p["eval_episodes"] for p in per_run)
+    agg["eval_unfinished"] = sum(p["eval_unfinished"] for p in per_run)
+    return {**agg, "per_run_eval": per_run}
 
 
 def _due(every: int, env_steps: int, steps_per_call: int, last: bool) -> bool:
@@ -387,7 +507,6 @@ def train(
     records: list[dict[str, Any]] = []
     reached = None
     last_eval: dict[str, Any] = {}
-    eval_key = jax.random.fold_in(jax.random.PRNGKey(arch.seed), 0x5EED)
     train_time = eval_time = checkpoint_time = 0.0
     try:
         # Compiling ahead of time gives an honest compile time and guarantees that every call
@@ -408,11 +527,20 @@ def train(
             metrics = logger.to_record(dev.unreplicate(metrics))  # waits for the call
             elapsed = time.monotonic() - t0
             train_time += elapsed
-            finite = bool(metrics.pop("finite"))
-            record = _call_record(
-                call, per_call, arch.updates_per_call, metrics, elapsed, start - wall_offset
+            record, finite = _call_record(
+                call, per_call, arch.updates_per_call, metrics, elapsed, start - wall_offset, s.runs
             )
-            if not finite or record.get("loss", 0.0) is None:
+            losses = (
+                [p.get("loss", 0.0) for p in record["per_run"]]
+                if s.runs
+                else [record.get("loss", 0.0)]
+            )
+            bad = [
+                r
+                for r, (f, loss) in enumerate(zip(finite, losses, strict=True))
+                if not f or loss is None
+            ]
+            if bad:
                 reporter.write({**record, "diverged": True}, final=True)
                 where = (
                     f"the last good checkpoint is {checkpointer.dir / str(last_good)} "
@@ -421,7 +549,13 @@ def train(
                     else "no checkpoint was written"
                 )
                 raise TrainingDiverged(
-                    f"non-finite {'parameters' if not finite else 'loss'} after env step "
+                    f"non-finite {'parameters' if not all(finite) else 'loss'}"
+                    + (
+                        f" in run(s) {bad} (seeds {[s.runs.seeds[r] for r in bad]})"
+                        if s.runs
+                        else ""
+                    )
+                    + " after env step "
                     f"{record['env_steps']:,} (call {call}); stopped without checkpointing; "
                     f"{where}"
                 )
@@ -433,10 +567,10 @@ def train(
             steps_now = record["env_steps"]
             if s.evaluate and _due(cfg.eval.every_env_steps, steps_now, per_call, last):
                 t0 = time.monotonic()
-                last_eval = eval_record(
-                    s.evaluate(state.learner, jax.random.fold_in(eval_key, call)),
-                    s.dataset_meta,
-                )
+                last_eval = _evaluate(s, state, arch.seed, call)
+                if s.runs:
+                    for p, e in zip(record["per_run"], last_eval.pop("per_run_eval"), strict=True):
+                        p.update(e)
                 eval_time += time.monotonic() - t0
                 record.update(last_eval)
             if checkpointer and _due(cfg.checkpoint.every_env_steps, steps_now, per_call, last):
@@ -484,6 +618,8 @@ def train(
         **last_eval,
         **memory,
     }
+    if s.runs is not None and records:
+        summary["per_run"] = records[-1]["per_run"]
     if primary:
         logger.write_json(run_dir / "summary.json", summary)
     final = (
@@ -535,9 +671,21 @@ class SavedPolicy(NamedTuple):
     env: Any
     env_params: Any
     spec: envs.EnvSpec
-    algorithm: Algorithm
-    learner: Any  # host arrays, one device's copy
+    build: loop.Build
+    runs: loop.Runs | None
+    learner: Any  # host arrays, one device's copy (leading run axis when `runs`)
     step: int
+
+    def run(self, r: int) -> tuple[Algorithm, Any]:
+        """Run r's algorithm and learner (the only one when there is a single run)."""
+        if self.runs is None:
+            if r:
+                raise ValueError(f"--run {r}: this checkpoint holds a single run (use 0)")
+            return self.build({}), self.learner
+        if not 0 <= r < self.runs.num:
+            raise ValueError(f"--run {r}: this checkpoint holds runs 0..{self.runs.num - 1}")
+        hp = {k: np.float32(v) for k, v in self.runs.of(r).items()}
+        return self.build(hp), jax.tree.map(lambda x: x[r], self.learner)
 
 
 def load_policy(run_dir: Path, step: int | None = None) -> SavedPolicy:
@@ -553,13 +701,14 @@ def load_policy(run_dir: Path, step: int | None = None) -> SavedPolicy:
     env, env_params = envs.make(cfg.env, hide=cfg.env_hide, **_env_kwargs(cfg.env_kwargs))
     spec = envs.spec(env, env_params, cfg.env)
     layout = Layout(cfg.arch.num_envs, saved_devices, cfg.arch.rollout_length)
-    algorithm = entry.make(cfg.algo, spec, layout)
+    build = make_build(entry, cfg, spec, layout)
+    runs = make_runs(cfg, entry.config_cls)
     sharding = SingleDeviceSharding(jax.local_devices()[0])
     if entry.offline:
-        shapes = loop.offline_state_shapes(algorithm, saved_devices, sharding)
+        shapes = loop.offline_state_shapes(build, saved_devices, sharding, runs)
     else:
         shapes = loop.state_shapes(
-            algorithm, env, env_params, cfg.arch.num_envs, saved_devices, sharding=sharding
+            build, env, env_params, cfg.arch.num_envs, saved_devices, sharding=sharding, runs=runs
         )
     checkpointer = Checkpointer(run_dir)
     try:
@@ -568,7 +717,7 @@ def load_policy(run_dir: Path, step: int | None = None) -> SavedPolicy:
     finally:
         checkpointer.close()
     learner = jax.tree.map(lambda x: np.asarray(x)[0], state.learner)
-    return SavedPolicy(algo_name, cfg, env, env_params, spec, algorithm, learner, step)
+    return SavedPolicy(algo_name, cfg, env, env_params, spec, build, runs, learner, step)
 
 
 def evaluate_checkpoint(
@@ -578,25 +727,43 @@ def evaluate_checkpoint(
     max_steps: int | None = None,
     seed: int = 0,
 ) -> dict[str, Any]:
-    """Evaluates a run's checkpoint on this machine's devices, whatever devices trained it.
-
-    Writes and returns `evaluation-<step>.json` in the run directory.
-    """
+    """Evaluates a run's checkpoint on this machine's devices, whatever devices trained it;
+    every run of a multi-run (seeds, sweep) checkpoint. Writes and returns
+    `evaluation-<step>.json` in the run directory."""
     saved = load_policy(run_dir, step)
     devices = dev.select(0)
     episodes = episodes or saved.cfg.eval.episodes or 32
     max_steps = max_steps or saved.cfg.eval.max_steps
     EvalConfig(episodes=episodes, max_steps=max_steps).validate(len(devices))
     evaluate = loop.make_evaluator(
-        saved.algorithm,
+        saved.build,
         saved.env,
         saved.env_params,
         num_episodes=episodes,
         max_steps=max_steps,
         devices=devices,
+        runs=saved.runs,
     )
+    key = jax.random.PRNGKey(seed)
+    if saved.runs:
+        key = jnp.stack([jax.random.fold_in(key, r) for r in range(saved.runs.num)])
     t0 = time.monotonic()
-    result = eval_record(evaluate(dev.replicate(saved.learner, devices), jax.random.PRNGKey(seed)))
+    result = evaluate(dev.replicate(saved.learner, devices), key)
+    if saved.runs is None:
+        summary = eval_record(result)
+    else:
+        per_run = [
+            {
+                "seed": sd,
+                **{f"algo.{k}": v for k, v in saved.runs.of(r).items()},
+                **eval_record(jax.tree.map(lambda x, r=r: x[r], result)),
+            }
+            for r, sd in enumerate(saved.runs.seeds)
+        ]
+        summary = {
+            "eval_mean_return": _mean_of([p["eval_mean_return"] for p in per_run]),
+            "per_run": per_run,
+        }
     out = {
         "run_dir": str(run_dir),
         "algorithm": saved.algo_name,
@@ -604,7 +771,7 @@ def evaluate_checkpoint(
         "step": saved.step,
         "seed": seed,
         "eval_time": time.monotonic() - t0,
-        **result,
+        **summary,
     }
     if jax.process_index() == 0:
         logger.write_json(Path(run_dir) / f"evaluation-{saved.step}.json", out)
@@ -619,6 +786,7 @@ def collect(
     epsilon: float = 0.0,
     max_steps: int | None = None,
     seed: int = 0,
+    run: int = 0,
 ) -> dict[str, Any]:
     """Records `episodes` episodes of a saved policy (evaluation policy, plus `epsilon`-random
     actions) on this machine's devices into a dataset file (see `anakin.dataset`)."""
@@ -627,11 +795,12 @@ def collect(
     if not 0.0 <= epsilon <= 1.0:
         raise ValueError(f"--epsilon={epsilon} must lie in [0, 1]")
     saved = load_policy(run_dir, step)
+    algorithm, learner = saved.run(run)
     devices = dev.select(0)
     max_steps = max_steps or saved.cfg.eval.max_steps
     per_batch = len(devices) * math.ceil(min(episodes, 256) / len(devices))
     run = loop.make_episode_runner(
-        saved.algorithm,
+        algorithm,
         saved.env,
         saved.env_params,
         num_episodes=per_batch,
@@ -640,7 +809,7 @@ def collect(
         epsilon=epsilon,
         record=True,
     )
-    learner = dev.replicate(saved.learner, devices)
+    learner = dev.replicate(learner, devices)
     parts, t0, batch = [], time.monotonic(), 0
     while sum(len(p[0]) for p in parts) < episodes:
         eps = run(learner, jax.random.fold_in(jax.random.PRNGKey(seed), batch))

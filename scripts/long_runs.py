@@ -20,6 +20,7 @@ import anakin  # noqa: F401  (sets XLA flags before JAX's backend starts)
 import jax
 
 from algorithms.impala import PRESETS as IMPALA
+from algorithms.r2d2 import PRESETS as R2D2
 from anakin import runner
 from anakin.config import TrainConfig
 
@@ -31,9 +32,19 @@ def impala(preset: str, env: str, steps: int, **arch) -> tuple[str, TrainConfig]
     )
 
 
+def r2d2(preset: str, env: str, steps: int, **kw) -> tuple[str, TrainConfig]:
+    algo, base = R2D2[preset]
+    return "r2d2", TrainConfig(
+        algo=algo, env=env, arch=dataclasses.replace(base, total_env_steps=steps), **kw
+    )
+
+
 EXPERIMENTS = {
     "impala-cartpole": impala("default", "CartPole-v1", 2_000_000),
     "impala-lstm-cartpole": impala("lstm", "CartPole-v1", 2_000_000),
+    "impala-breakout": impala("minatar", "Breakout-MinAtar", 10_000_000),
+    "r2d2-cartpole": r2d2("default", "CartPole-v1", 1_000_000),
+    "r2d2-cartpole-no-velocity": r2d2("default", "CartPole-v1", 2_000_000, env_hide=(1, 3)),
 }
 
 
@@ -44,12 +55,15 @@ def last_mean(records, key="mean_return", n=5):
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("names", nargs="*", default=list(EXPERIMENTS), choices=[[], *EXPERIMENTS])
+    p.add_argument("names", nargs="*", help=f"experiments (default: all of {list(EXPERIMENTS)})")
     p.add_argument("--out", default="runs/long")
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
     args = p.parse_args()
 
     rows = []
+    unknown = set(args.names) - set(EXPERIMENTS)
+    if unknown:
+        p.error(f"unknown experiment(s) {sorted(unknown)}; choose from {list(EXPERIMENTS)}")
     for name in args.names or list(EXPERIMENTS):
         algo, cfg = EXPERIMENTS[name]
         for seed in args.seeds:

@@ -11,6 +11,7 @@ with a trailing -s<digits> or -<digits> removed); a run directory trained with s
 in one program (metrics "per_run") contributes one series per seed. Also prints a table of
 final returns per group: mean, median and IQM (interquartile mean), each with a 95% bootstrap
 CI, of the last evaluation return of each run (or its last training return if it has none).
+A directory with a sweep contributes one group per setting.
 """
 
 from __future__ import annotations
@@ -25,30 +26,34 @@ from pathlib import Path
 import numpy as np
 
 
-def load_series(run_dir: Path, key: str) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """(env_steps, wall_time, returns) per seed/setting of one run directory."""
+def load_series(run_dir: Path, key: str) -> list[tuple[str, tuple]]:
+    """(setting, (env_steps, wall_time, values)) per run of one run directory; a directory
+    trained with several seeds or a sweep in one program holds one series per run, and its
+    setting names the swept values ("" for seeds alone)."""
     records = [json.loads(line) for line in open(run_dir / "metrics.jsonl") if line.strip()]
     steps = np.array([r["env_steps"] for r in records], float)
     wall = np.array([r["wall_time"] for r in records], float)
+
+    def values(rows):
+        return np.array([np.nan if r.get(key) is None else r[key] for r in rows], float)
+
     if records and "per_run" in records[0]:
-        runs = len(records[0]["per_run"])
         out = []
-        for i in range(runs):
-            vals = [r["per_run"][i].get(key) for r in records]
-            out.append((steps, wall, np.array([np.nan if v is None else v for v in vals])))
+        for i, run in enumerate(records[0]["per_run"]):
+            setting = " ".join(f"{k[5:]}={v:g}" for k, v in run.items() if k.startswith("algo."))
+            out.append((setting, (steps, wall, values([r["per_run"][i] for r in records]))))
         return out
-    vals = [r.get(key) for r in records]
-    return [(steps, wall, np.array([np.nan if v is None else v for v in vals], float))]
+    return [("", (steps, wall, values(records)))]
 
 
-def final_returns(run_dir: Path) -> list[float]:
-    """The last evaluation return of each seed/setting, or the last training return."""
+def final_returns(run_dir: Path) -> list[tuple[str, float]]:
+    """(setting, last evaluation return) of each run, or its last training return."""
     for key in ("eval_mean_return", "mean_return"):
         out = []
-        for _, _, returns in load_series(run_dir, key):
+        for setting, (_, _, returns) in load_series(run_dir, key):
             ok = returns[np.isfinite(returns)]
             if len(ok):
-                out.append(float(ok[-1]))
+                out.append((setting, float(ok[-1])))
         if out:
             return out
     return []
@@ -97,8 +102,10 @@ def main() -> None:
             raise SystemExit(f"{run_dir}: no metrics.jsonl (not an anakin run directory?)")
         m = re.search(args.group, run_dir.name) if args.group else None
         label = m.group(1) if m and m.groups() else default_group(run_dir.name)
-        groups[label] += load_series(run_dir, "mean_return")
-        finals[label] += final_returns(run_dir)
+        for setting, series in load_series(run_dir, "mean_return"):
+            groups[f"{label} {setting}".strip()].append(series)
+        for setting, value in final_returns(run_dir):
+            finals[f"{label} {setting}".strip()].append(value)
 
     import matplotlib
 
