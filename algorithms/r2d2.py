@@ -338,7 +338,7 @@ def make_r2d2(cfg: R2D2Config, spec: EnvSpec, layout: Layout) -> Algorithm:
             params=params,
             target_params=params,
             opt_state=optimizer.init(params),
-            replay=replay_lib.init(replay_layout, step, core),
+            replay=replay_lib.init(replay_layout, step, core, cfg.priority_exponent),
             steps=jnp.int32(0),
         )
 
@@ -358,7 +358,7 @@ def make_r2d2(cfg: R2D2Config, spec: EnvSpec, layout: Layout) -> Algorithm:
         return action, actor.replace(core=core), {"core": actor.core}
 
     def sgd_step(state: R2D2State, key: jax.Array):
-        sample = replay_lib.sample(state.replay, replay_layout, key, batch, cfg.priority_exponent)
+        sample = replay_lib.sample(state.replay, replay_layout, key, batch)
         weights = replay_lib.importance_weights(sample, cfg.importance_sampling_exponent)
         grads, (priorities, metrics) = jax.grad(r2d2_loss, has_aux=True)(
             state.params, state.target_params, network, sample.steps, sample.core, weights, cfg
@@ -370,7 +370,7 @@ def make_r2d2(cfg: R2D2Config, spec: EnvSpec, layout: Layout) -> Algorithm:
         target_params = optax.periodic_update(
             params, state.target_params, steps, cfg.target_update_period
         )
-        replay = replay_lib.update_priorities(state.replay, sample, priorities)
+        replay = replay_lib.update_priorities(state.replay, replay_layout, sample, priorities)
         metrics["grad_norm"] = optax.global_norm(grads)
         return state.replace(
             params=params,

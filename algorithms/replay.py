@@ -12,10 +12,13 @@ Validity and FIFO eviction need no bookkeeping: a slot is sampleable once all `l
 steps are written, and stops being sampleable the moment the ring starts overwriting it, so the
 oldest sequences always go first. A slot's priority is 0 exactly when it is not sampleable.
 
-Sampling is proportional to priority ** exponent. The cumulative sum is recomputed from the
-priorities at every sample (no incrementally updated sum tree), so float32 error cannot
-accumulate; a search that rounding pushes past the last non-zero priority is pulled back to it,
-so a zero-priority (invalid) slot is never sampled.
+Sampling is proportional to priority ** exponent, through a sum tree over the slots: O(log n)
+per sample and per priority update. Unlike a tree updated by adding deltas (where float32
+error accumulates until the sums no longer match the leaves, and a search can land on a
+zero-priority item), every node here is *recomputed* as the float sum of its two children
+whenever one of them changes, and the whole tree is rebuilt from the priorities at each insert;
+the descent also never enters a subtree whose sum is zero. So the tree always equals a fresh
+build, and an invalid slot is never sampled.
 """
 
 from __future__ import annotations
@@ -49,11 +52,18 @@ class ReplayLayout(NamedTuple):
         per_env = (self.capacity - self.length) // self.period + 1
         return self.num_envs * max(per_env, 0)
 
+    @property
+    def tree_depth(self) -> int:
+        """Levels of the sum tree above its leaves (one leaf per slot, padded)."""
+        return tree_depth(self.num_envs * self.slots)
+
 
 class SequenceReplay(struct.PyTreeNode):
     steps: Transition  # leaves [E, C, ...]; `extras` holds nothing
     core: Any  # core state at each slot's first step, leaves [E, K, ...]
     priority: jax.Array  # float32 [E, K]; 0 = not sampleable
+    tree: tuple[jax.Array, ...]  # sums of priority ** exponent, level by level (leaves first)
+    exponent: jax.Array  # float32 [], sampling is proportional to priority ** exponent
     written: jax.Array  # int32 [], steps written per environment (kept below 2 ** 30)
     max_priority: jax.Array  # float32 [], priority given to newly complete sequences
 
@@ -67,7 +77,9 @@ class Sample(NamedTuple):
     num_valid: jax.Array  # int32 [], sampleable sequences at sampling time
 
 
-def init(layout: ReplayLayout, step: Transition, core: Any) -> SequenceReplay:
+def init(
+    layout: ReplayLayout, step: Transition, core: Any, exponent: float | jax.Array = 1.0
+) -> SequenceReplay:
     """An empty replay; `step` and `core` are one step / one core state, without batch axes."""
     e, c, k = layout.num_envs, layout.capacity, layout.slots
     step = step._replace(extras={})
@@ -75,9 +87,81 @@ def init(layout: ReplayLayout, step: Transition, core: Any) -> SequenceReplay:
         steps=jax.tree.map(lambda x: jnp.zeros((e, c, *jnp.shape(x)), jnp.asarray(x).dtype), step),
         core=jax.tree.map(lambda x: jnp.zeros((e, k, *jnp.shape(x)), jnp.asarray(x).dtype), core),
         priority=jnp.zeros((e, k), jnp.float32),
+        tree=build_tree(jnp.zeros(0, jnp.float32), layout.tree_depth),
+        exponent=jnp.asarray(exponent, jnp.float32),
         written=jnp.int32(0),
         max_priority=jnp.float32(1.0),
     )
+
+
+# --- the sum tree ----------------------------------------------------------------------------
+#
+# A BRANCH-ary tree stored level by level: levels[0] holds the leaves (slot weights, padded with
+# zeros to BRANCH ** depth), levels[d + 1][i] = sum(levels[d][BRANCH i : BRANCH (i + 1)]), and
+# levels[-1] is the root. A wide tree keeps the number of sequential steps per sample or update
+# small (3 for 32 768 slots), which is what costs on accelerators and CPUs alike.
+
+BRANCH = 32
+_PREFIX = jnp.triu(jnp.ones((BRANCH, BRANCH), jnp.float32))  # x @ _PREFIX: inclusive cumsum
+
+
+def tree_depth(num_leaves: int) -> int:
+    depth = 1
+    while BRANCH**depth < num_leaves:
+        depth += 1
+    return depth
+
+
+def _weights(priority: jax.Array, exponent: jax.Array) -> jax.Array:
+    return jnp.where(priority > 0, jnp.maximum(priority, MIN_PRIORITY) ** exponent, 0.0)
+
+
+def build_tree(weights: jax.Array, depth: int) -> tuple[jax.Array, ...]:
+    """The sum tree of `weights` (flat, padded with zeros to BRANCH ** depth leaves)."""
+    level = jnp.zeros(BRANCH**depth, jnp.float32).at[: weights.shape[0]].set(weights)
+    levels = [level]
+    for _ in range(depth):
+        level = level.reshape(-1, BRANCH).sum(axis=1)
+        levels.append(level)
+    return tuple(levels)
+
+
+def set_leaves(
+    tree: tuple[jax.Array, ...], index: jax.Array, weights: jax.Array
+) -> tuple[jax.Array, ...]:
+    """Sets leaves `index` (flat slot indices [B]) and recomputes their ancestors from their
+    children (duplicates in `index` are fine: the last value wins, every sum stays exact)."""
+    levels = [tree[0].at[index].set(weights)]
+    node = index
+    for level in tree[1:]:
+        node = node // BRANCH
+        children = levels[-1].reshape(-1, BRANCH)[node]  # [B, BRANCH]
+        levels.append(level.at[node].set(children.sum(axis=1)))
+    return tuple(levels)
+
+
+def search(tree: tuple[jax.Array, ...], u: jax.Array) -> jax.Array:
+    """Flat slot indices for uniform draws `u` in [0, 1) [B]: slot i with probability
+    weight_i / total. Never a zero-weight slot, whatever float rounding does: a child is chosen
+    by counting the prefix sums at or below the target (zero-weight children share their
+    predecessor's prefix and are stepped over), and a count that rounding pushes past the last
+    positive child is pulled back to it."""
+    target = u * tree[-1][0]
+    node = jnp.zeros_like(u, dtype=jnp.int32)
+    for level in reversed(tree[:-1]):
+        children = level.reshape(-1, BRANCH)[node]  # [B, BRANCH]
+        prefix = children @ _PREFIX  # inclusive prefix sums
+        child = jnp.sum(prefix <= target[:, None], axis=1)
+        last_positive = BRANCH - 1 - jnp.argmax((children > 0)[:, ::-1], axis=1)
+        picked = jnp.take_along_axis(children, jnp.minimum(child, BRANCH - 1)[:, None], 1)[:, 0]
+        child = jnp.where((child >= BRANCH) | (picked <= 0), last_positive, child)
+        before = jnp.take_along_axis(prefix - children, child[:, None], 1)[:, 0]
+        target = jnp.maximum(target - before, 0.0)
+        node = node * BRANCH + child
+    return node
+
+
+# --- the replay ------------------------------------------------------------------------------
 
 
 def slot_age(layout: ReplayLayout, written: jax.Array) -> jax.Array:
@@ -107,19 +191,31 @@ def insert(
     the writes overwrite stop being sampleable.
     """
     num_steps = traj.reward.shape[0]
-    pos = jnp.mod(replay.written + jnp.arange(num_steps, dtype=jnp.int32), layout.capacity)
+    start = jnp.mod(replay.written, layout.capacity)
+    pos = jnp.mod(start + jnp.arange(num_steps, dtype=jnp.int32), layout.capacity)
+    if layout.capacity % num_steps == 0:
+        # Writes of T steps from 0 never wrap inside one write: one contiguous slice.
+        def write(store, new):  # store [E, C, ...], new [T, E, ...]
+            return jax.lax.dynamic_update_slice_in_dim(store, jnp.swapaxes(new, 0, 1), start, 1)
+    else:
 
-    def write(store, new):  # store [E, C, ...], new [T, E, ...]
-        return store.at[:, pos].set(jnp.swapaxes(new, 0, 1))
+        def write(store, new):
+            return store.at[:, pos].set(jnp.swapaxes(new, 0, 1))
 
     steps = jax.tree.map(write, replay.steps, traj._replace(extras={}))
-    # Core states only where a slot starts; other steps scatter out of bounds and are dropped.
-    slot = jnp.where(pos % layout.period == 0, pos // layout.period, layout.slots)
-    core_store = jax.tree.map(
-        lambda store, new: store.at[:, slot].set(jnp.swapaxes(new, 0, 1), mode="drop"),
-        replay.core,
-        core,
-    )
+    # Core states only where a slot starts.
+    if layout.capacity % num_steps == 0 and num_steps % layout.period == 0:
+        # Aligned: the rollout's slot starts are its steps 0, P, 2P, ...: one slice again.
+        def write_core(store, new):  # store [E, K, ...], new [T, E, ...]
+            new = jnp.swapaxes(new[:: layout.period], 0, 1)
+            return jax.lax.dynamic_update_slice_in_dim(store, new, start // layout.period, 1)
+    else:  # other steps scatter out of bounds and are dropped
+        slot = jnp.where(pos % layout.period == 0, pos // layout.period, layout.slots)
+
+        def write_core(store, new):
+            return store.at[:, slot].set(jnp.swapaxes(new, 0, 1), mode="drop")
+
+    core_store = jax.tree.map(write_core, replay.core, core)
     # Positions only matter modulo the capacity: keep `written` congruent but far from int32's
     # limit (it only needs to stay >= capacity once the ring has been filled).
     written = replay.written + num_steps
@@ -132,26 +228,25 @@ def insert(
     priority = jnp.where(
         valid[None], jnp.where(fresh[None], replay.max_priority, replay.priority), 0.0
     )
-    return replay.replace(steps=steps, core=core_store, priority=priority, written=written)
+    # Only slots whose first step lies in (N - L, N + T) (N: steps written before) can change
+    # status; refresh just their leaves of the tree (the power is costly on every slot).
+    num_changed = (layout.length + num_steps) // layout.period + 2
+    if num_changed >= layout.slots:
+        tree = build_tree(_weights(priority, replay.exponent).reshape(-1), layout.tree_depth)
+    else:
+        first = jnp.floor_divide(replay.written - layout.length, layout.period) + 1
+        slots = jnp.mod(first + jnp.arange(num_changed), layout.slots)  # [M]
+        flat = (jnp.arange(layout.num_envs)[:, None] * layout.slots + slots[None]).reshape(-1)
+        weights = _weights(priority.reshape(-1)[flat], replay.exponent)
+        tree = set_leaves(replay.tree, flat, weights)
+    return replay.replace(
+        steps=steps, core=core_store, priority=priority, tree=tree, written=written
+    )
 
 
 def size(replay: SequenceReplay) -> jax.Array:
     """Sampleable sequences on this device (int32 [])."""
     return jnp.sum(replay.priority > 0, dtype=jnp.int32)
-
-
-def search(weight: jax.Array, u: jax.Array) -> jax.Array:
-    """Indices i with cumsum(weight)[i-1] <= u * total < cumsum(weight)[i], for u in [0, 1).
-
-    Zero-weight entries are never returned: side="right" steps over them, and when float
-    rounding carries u * total to the very top, the last positive entry is returned instead.
-    """
-    cumulative = jnp.cumsum(weight)
-    idx = jnp.searchsorted(cumulative, u * cumulative[-1], side="right")
-    n = weight.shape[0]
-    last_positive = n - 1 - jnp.argmax((weight > 0)[::-1])
-    overshoot = (idx >= n) | (weight[jnp.minimum(idx, n - 1)] <= 0)
-    return jnp.where(overshoot, last_positive, idx)
 
 
 def gather(replay: SequenceReplay, layout: ReplayLayout, env: jax.Array, slot: jax.Array):
@@ -166,13 +261,9 @@ def gather(replay: SequenceReplay, layout: ReplayLayout, env: jax.Array, slot: j
     return steps, core
 
 
-def sample(
-    replay: SequenceReplay, layout: ReplayLayout, key: jax.Array, batch_size: int, exponent: float
-) -> Sample:
+def sample(replay: SequenceReplay, layout: ReplayLayout, key: jax.Array, batch_size: int) -> Sample:
     """Draws `batch_size` sequences with probability proportional to priority ** exponent."""
-    p = replay.priority.reshape(-1)
-    weight = jnp.where(p > 0, p**exponent, 0.0)
-    idx = search(weight, jax.random.uniform(key, (batch_size,), jnp.float32))
+    idx = search(replay.tree, jax.random.uniform(key, (batch_size,), jnp.float32))
     env = (idx // layout.slots).astype(jnp.int32)
     slot = (idx % layout.slots).astype(jnp.int32)
     steps, core = gather(replay, layout, env, slot)
@@ -181,7 +272,7 @@ def sample(
         core=core,
         env=env,
         slot=slot,
-        probability=weight[idx] / jnp.sum(weight),
+        probability=replay.tree[0][idx] / replay.tree[-1][0],
         num_valid=size(replay),
     )
 
@@ -193,12 +284,17 @@ def importance_weights(sample: Sample, exponent: float) -> jax.Array:
 
 
 def update_priorities(
-    replay: SequenceReplay, sample: Sample, priorities: jax.Array
+    replay: SequenceReplay, layout: ReplayLayout, sample: Sample, priorities: jax.Array
 ) -> SequenceReplay:
     """Writes new priorities (>= MIN_PRIORITY) for the sampled slots; raises the max priority."""
     priorities = jnp.maximum(priorities.astype(jnp.float32), MIN_PRIORITY)
+    flat = sample.env * layout.slots + sample.slot
+    priority = replay.priority.reshape(-1).at[flat].set(priorities)
+    # Duplicates in a batch: the tree must get the value the priority array kept.
+    tree = set_leaves(replay.tree, flat, _weights(priority[flat], replay.exponent))
     return replay.replace(
-        priority=replay.priority.at[sample.env, sample.slot].set(priorities),
+        priority=priority.reshape(replay.priority.shape),
+        tree=tree,
         max_priority=jnp.maximum(replay.max_priority, jnp.max(priorities)),
     )
 

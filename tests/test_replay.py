@@ -91,7 +91,7 @@ def test_new_sequences_get_the_max_priority_and_keep_updated_ones():
     replay = fill(layout, steps=6, per_insert=3)  # sequences 0 and 2 complete
     np.testing.assert_array_equal(replay.priority[0, :2], [1.0, 1.0])
     sample = rp.Sample(None, None, jnp.array([0, 0]), jnp.array([0, 1]), None, None)
-    replay = rp.update_priorities(replay, sample, jnp.array([5.0, 0.0]))
+    replay = rp.update_priorities(replay, layout, sample, jnp.array([5.0, 0.0]))
     np.testing.assert_array_equal(replay.priority[0, :2], np.float32([5.0, rp.MIN_PRIORITY]))
     assert replay.max_priority == 5.0
     traj, core = stream_rollout(6, 3)
@@ -103,9 +103,14 @@ def test_new_sequences_get_the_max_priority_and_keep_updated_ones():
 def test_sampling_frequencies_follow_priorities(exponent):
     layout = rp.ReplayLayout(num_envs=2, capacity=8, length=2, period=2)  # 2 x 4 slots
     priorities = jnp.array([[1.0, 2.0, 0.0, 3.0], [0.5, 0.0, 4.0, 1.5]])
-    replay = empty(layout).replace(priority=priorities, written=jnp.int32(8))
+    replay = empty(layout).replace(
+        priority=priorities,
+        exponent=jnp.float32(exponent),
+        written=jnp.int32(8),
+        tree=rp.build_tree(rp._weights(priorities, exponent).reshape(-1), layout.tree_depth),
+    )
     n = 200_000
-    sample = jax.jit(lambda k: rp.sample(replay, layout, k, n, exponent))(jax.random.PRNGKey(0))
+    sample = jax.jit(lambda k: rp.sample(replay, layout, k, n))(jax.random.PRNGKey(0))
     counts = np.bincount(np.asarray(sample.env * 4 + sample.slot), minlength=8)
     expected = np.asarray(priorities).reshape(-1) ** exponent
     expected = np.where(np.asarray(priorities).reshape(-1) > 0, expected, 0) / expected.sum()
@@ -118,15 +123,44 @@ def test_sampling_frequencies_follow_priorities(exponent):
     )
 
 
-def test_search_never_returns_zero_priority_items():
-    weight = jnp.array([0.0, 3.0, 0.0, 1e-7, 0.0, 0.0])
-    u = jnp.array([0.0, 0.5, 0.99999994, 1.0 - 2**-24, 0.9999999])  # float32's top end
-    idx = np.asarray(rp.search(weight, u))
-    assert set(idx) <= {1, 3}
-    # Many tiny priorities after a huge one: float32 cumsum rounding cannot pick a zero.
-    weight = jnp.concatenate([jnp.array([1e8]), jnp.full(1000, 1e-3), jnp.zeros(24)])
-    idx = rp.search(weight, jax.random.uniform(jax.random.PRNGKey(1), (100_000,)))
-    assert float(jnp.min(weight[idx])) > 0
+def test_tree_updates_stay_exact_and_never_pick_zero_priority():
+    rng = np.random.default_rng(0)
+    n_items = 1000
+    weights = jnp.asarray(
+        rng.uniform(0, 1, n_items) * (rng.uniform(size=n_items) > 0.3), jnp.float32
+    )
+    tree = rp.build_tree(weights, rp.tree_depth(1024))
+    update = jax.jit(rp.set_leaves)
+    for _ in range(300):  # many batched updates, with duplicate indices
+        idx = jnp.asarray(rng.integers(0, n_items, 64))
+        new = jnp.asarray(rng.uniform(0, 1e3, 64) * (rng.uniform(size=64) > 0.5), jnp.float32)
+        new = new.at[5].set(0.0)
+        idx = idx.at[7].set(idx[6])  # a duplicate
+        new = new.at[7].set(new[6])  # (same value: the priority array dedups before this)
+        tree = update(tree, idx, new)
+        weights = weights.at[idx].set(new)
+    # Exactly the tree a fresh build gives: no accumulated float32 drift.
+    for got, fresh in zip(tree, rp.build_tree(weights, rp.tree_depth(1024)), strict=True):
+        np.testing.assert_array_equal(got, fresh)
+    # Draws at the very top of [0, 1) and many random ones never return a zero-weight leaf.
+    u = jnp.concatenate(
+        [
+            jnp.array([0.0, 1.0 - 2**-24, 0.99999994]),
+            jax.random.uniform(jax.random.PRNGKey(1), (100_000,)),
+        ]
+    )
+    idx = rp.search(tree, u)
+    assert float(jnp.min(weights[idx])) > 0
+    assert int(jnp.max(idx)) < n_items
+
+
+def test_search_with_huge_and_tiny_weights():
+    # Many tiny priorities after a huge one: rounding cannot pick a zero.
+    weights = jnp.concatenate([jnp.array([1e8]), jnp.full(1000, 1e-3), jnp.zeros(23)])
+    tree = rp.build_tree(weights, rp.tree_depth(1024))
+    idx = rp.search(tree, jax.random.uniform(jax.random.PRNGKey(1), (100_000,)))
+    assert float(jnp.min(weights[idx])) > 0
+    assert float(jnp.mean(idx == 0)) > 0.99
 
 
 def test_importance_weights_hand_worked():
