@@ -172,8 +172,9 @@ def _collect(argv: list[str]) -> int:
     parser.add_argument("--step", type=int, default=None, help="checkpoint (default: newest)")
     parser.add_argument("--max-steps", type=int, default=None, help="step limit per episode")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--run", type=int, default=0,
-                        help="which run of a multi-run (seeds/sweep) checkpoint")
+    parser.add_argument(
+        "--run", type=int, default=0, help="which run of a multi-run (seeds/sweep) checkpoint"
+    )
     args = parser.parse_args(argv)
     try:
         result = runner.collect(

@@ -79,7 +79,8 @@ def env_step(env, env_params, env_state, action, keys):
 def make_rollout(algo: Algorithm, env: Any, env_params: Any, length: int):
     """`rollout(state) -> (state, traj [T, B], EpisodeSums)`, acting with `state.learner`."""
 
-    def step(state: RunnerState, _):
+    def step(carry: tuple[RunnerState, EpisodeSums], _):
+        state, sums = carry
         env_keys, act_keys, step_keys = _split_env_keys(state.env_keys, 3)
         action, actor, extras = algo.act(
             state.learner, state.actor, state.obs, state.first, act_keys
@@ -97,11 +98,11 @@ def make_rollout(algo: Algorithm, env: Any, env_params: Any, length: int):
             final_obs=info["final_observation"],
             extras=extras,
         )
-        done = info["episode_done"]
+        # Episode statistics are summed in the carry, not stacked per step.
         sums = EpisodeSums(
-            count=jnp.sum(done, dtype=jnp.int32),
-            return_sum=jnp.sum(info["episode_return"]),
-            length_sum=jnp.sum(info["episode_length"], dtype=jnp.int32),
+            count=sums.count + jnp.sum(info["episode_done"], dtype=jnp.int32),
+            return_sum=sums.return_sum + jnp.sum(info["episode_return"]),
+            length_sum=sums.length_sum + jnp.sum(info["episode_length"], dtype=jnp.int32),
         )
         state = state.replace(
             actor=actor,
@@ -110,11 +111,12 @@ def make_rollout(algo: Algorithm, env: Any, env_params: Any, length: int):
             first=jnp.logical_or(terminated, truncated),
             env_keys=env_keys,
         )
-        return state, (transition, sums)
+        return (state, sums), transition
 
     def rollout(state: RunnerState):
-        state, (traj, sums) = jax.lax.scan(step, state, length=length)
-        return state, traj, jax.tree.map(jnp.sum, sums)
+        zero = EpisodeSums(jnp.int32(0), jnp.float32(0.0), jnp.int32(0))
+        (state, sums), traj = jax.lax.scan(step, (state, zero), length=length)
+        return state, traj, sums
 
     return rollout
 
@@ -192,6 +194,21 @@ def make_init_global(algo: Algorithm, env: Any, env_params: Any, num_envs: int) 
     return init_global
 
 
+def _runner_state(learner: Any, learner_key: Any, per_env: tuple, step: Any) -> RunnerState:
+    """A RunnerState from `make_init_global`'s parts (placed, or as shapes)."""
+    actor, env_state, obs, first, env_keys = per_env
+    return RunnerState(
+        learner=learner,
+        actor=actor,
+        env_state=env_state,
+        obs=obs,
+        first=first,
+        env_keys=env_keys,
+        learner_key=learner_key,
+        update_step=step,
+    )
+
+
 def _init_runs(init_one: Callable, seed: int, runs: Runs | None):
     """Initial values of every run, computed one run at a time (never a vmapped init: see
     anakin/_xla.py) by one compiled `init_one(key, hp)` and stacked on a leading run axis."""
@@ -228,18 +245,9 @@ def state_shapes(
         rest = (x.shape[0] // num_devices, *x.shape[1:]) if per_device else x.shape
         return jax.ShapeDtypeStruct((num_devices, *lead_runs, *rest), x.dtype, sharding=sharding)
 
-    actor, env_state, obs, first, env_keys = jax.tree.map(lambda x: lead(x, True), per_env)
     learner, key = jax.tree.map(lead, (learner, key))
-    return RunnerState(
-        learner=learner,
-        actor=actor,
-        env_state=env_state,
-        obs=obs,
-        first=first,
-        env_keys=env_keys,
-        learner_key=key,
-        update_step=lead(jax.ShapeDtypeStruct((), jnp.int32)),
-    )
+    per_env = jax.tree.map(lambda x: lead(x, True), per_env)
+    return _runner_state(learner, key, per_env, lead(jax.ShapeDtypeStruct((), jnp.int32)))
 
 
 def make_program(
@@ -296,21 +304,10 @@ def make_program(
 
     def init(seed: int) -> RunnerState:
         learner, learner_key, per_env = _init_runs(init_one, seed, runs)
-        actor, env_state, obs, first, env_keys = dev.shard(
-            _per_device(per_env, num_devices, runs), devices
-        )
+        per_env = dev.shard(_per_device(per_env, num_devices, runs), devices)
         learner, learner_key = dev.replicate((learner, learner_key), devices)
         step = dev.replicate(np.zeros((runs.num,) if runs else (), np.int32), devices)
-        return RunnerState(
-            learner=learner,
-            actor=actor,
-            env_state=env_state,
-            obs=obs,
-            first=first,
-            env_keys=env_keys,
-            learner_key=learner_key,
-            update_step=step,
-        )
+        return _runner_state(learner, learner_key, per_env, step)
 
     train = _over_runs(train_one, runs)
     return Program(

@@ -328,6 +328,23 @@ def _call_record(
     return {**head, **agg, "per_run": per_run}, [bool(f) for f in finite]
 
 
+def _diverged(record: dict[str, Any], finite: list[bool], runs: loop.Runs | None) -> str | None:
+    """What went non-finite in a call (its parameters, or its loss), or None."""
+    rows = record["per_run"] if runs else [record]
+    bad = [
+        r
+        for r, (ok, row) in enumerate(zip(finite, rows, strict=True))
+        if not ok or row.get("loss", 0.0) is None
+    ]  # to_record turns NaN/inf into None
+    if not bad:
+        return None
+    what = "parameters" if not all(finite) else "loss"
+    which = f" in run(s) {bad} (seeds {[runs.seeds[r] for r in bad]})" if runs else ""
+    return (
+        f"non-finite {what}{which} after env step {record['env_steps']:,} (call {record['call']})"
+    )
+
+
 def _evaluate(s: Setup, state: Any, seed: int, call: int) -> dict[str, Any]:
     """Evaluation record (per run, and means over runs) with keys that depend only on each
     run's seed and the call, as a separate run with that seed would use."""
@@ -530,17 +547,8 @@ def train(
             record, finite = _call_record(
                 call, per_call, arch.updates_per_call, metrics, elapsed, start - wall_offset, s.runs
             )
-            losses = (
-                [p.get("loss", 0.0) for p in record["per_run"]]
-                if s.runs
-                else [record.get("loss", 0.0)]
-            )
-            bad = [
-                r
-                for r, (f, loss) in enumerate(zip(finite, losses, strict=True))
-                if not f or loss is None
-            ]
-            if bad:
+            problem = _diverged(record, finite, s.runs)
+            if problem:
                 reporter.write({**record, "diverged": True}, final=True)
                 where = (
                     f"the last good checkpoint is {checkpointer.dir / str(last_good)} "
@@ -548,17 +556,7 @@ def train(
                     if last_good is not None
                     else "no checkpoint was written"
                 )
-                raise TrainingDiverged(
-                    f"non-finite {'parameters' if not all(finite) else 'loss'}"
-                    + (
-                        f" in run(s) {bad} (seeds {[s.runs.seeds[r] for r in bad]})"
-                        if s.runs
-                        else ""
-                    )
-                    + " after env step "
-                    f"{record['env_steps']:,} (call {call}); stopped without checkpointing; "
-                    f"{where}"
-                )
+                raise TrainingDiverged(f"{problem}; stopped without checkpointing; {where}")
             ret = record["mean_return"]
             stop = cfg.stop_return is not None and ret is not None and ret >= cfg.stop_return
             if stop and reached is None:

@@ -1,61 +1,178 @@
-"""Env steps/s of anakin's training programs next to the raw environment ceiling.
+"""Benchmarks: throughput of every algorithm next to the raw environment ceiling, and scaling.
 
-The ceiling is the same vmapped gymnax environment stepped with random actions in a jitted
-scan, measured in the same process, interleaved with the training measurements (this machine's
-speed drifts, so only side-by-side ratios are trustworthy).
+    python scripts/bench.py                      # everything below, a few minutes on 2 CPU cores
+    python scripts/bench.py --quick              # fewer rounds, CartPole only
+    python scripts/bench.py --only main          # or: scaling, replay, profile
+    python scripts/bench.py --json bench.json --png scaling.png
 
-    python scripts/bench.py                       # IMPALA on CartPole-v1 at several env counts
-    python scripts/bench.py --envs 4 64 --rollout 128 --hidden 64 --activation tanh
-    python scripts/bench.py --json bench.json     # also write the numbers
+Each measurement runs in its own process (so that the device count can be chosen with
+XLA_FLAGS=--xla_force_host_platform_device_count=N on CPU, and peak host memory is that
+measurement's alone). Inside it, the training program is compiled ahead of time (the compile
+time is reported), warmed up, then timed in rounds interleaved with the raw ceiling: the same
+number of the same gymnax environments, vmapped and pmapped over the same devices, stepped with
+random actions in a jitted scan. This machine's speed drifts, so only side-by-side ratios are
+trustworthy.
 
-Device count: set XLA_FLAGS=--xla_force_host_platform_device_count=N before running to spread
-a CPU over N devices (the default here is the backend's own device count).
+Tables:
+  main     each algorithm on CartPole-v1 and Breakout-MinAtar: compile time, env steps/s, SGD
+           steps/s, peak host memory, training-state bytes per device (replay included),
+           ceiling, fraction of the ceiling.
+  scaling  IMPALA and R2D2 on CartPole-v1 at 1, 2, 4 and 8 devices, weak (environments per
+           device fixed) and strong (global environments fixed), with the efficiency
+           (throughput / (devices x one device's throughput)); forced CPU devices here, real
+           devices where present.
+  replay   R2D2's replay alone (insert a rollout, sample a batch, write its priorities) per
+           second: ours next to flashbax's prioritised trajectory buffer, same sizes.
+  profile  where IMPALA's time goes: the full program, the same without learner updates, and
+           without the network acting (random actions), plus XLA's cost analysis.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import os
+import resource
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
-import anakin  # noqa: F401  (sets XLA flags; gymnax starts JAX's backend on import)
+ROOT = Path(__file__).resolve().parents[1]
 
-# isort: split
-import gymnax
-import jax
+# What each measurement trains, per (algorithm, environment): the preset, env steps per program
+# call (BC: its preset's updates per call) and the number of environments of the main table.
+SETUPS = {
+    ("impala", "CartPole-v1"): ("default", 131_072, 64),
+    ("impala", "Breakout-MinAtar"): ("minatar", 16_384, 128),
+    ("r2d2", "CartPole-v1"): ("default", 16_384, 32),
+    ("r2d2", "Breakout-MinAtar"): ("default", 4_096, 32),
+    ("bc", "CartPole-v1"): ("default", 0, 8),
+    ("bc", "Breakout-MinAtar"): ("default", 0, 8),
+}
 
-from algorithms.impala import ImpalaConfig
-from algorithms.networks import NetworkConfig
-from anakin import runner
-from anakin.config import ArchConfig, TrainConfig
+
+# --- one measurement (runs in a worker process) ----------------------------------------------
 
 
-def ceiling_program(env_name: str, num_envs: int, steps: int):
-    """A jitted scan of `steps` random-action steps of `num_envs` vmapped gymnax envs."""
+def synthetic_dataset(env_name: str, steps: int, path: Path) -> Path:
+    """Random-action episodes of `env_name` in the dataset format (for BC's speed only)."""
+    import jax
+    import numpy as np
+
+    import envs
+    from anakin import dataset as dataset_lib
+    from anakin import devices as dev
+    from anakin import loop
+    from anakin.types import Algorithm
+
+    env, params = envs.make(env_name)
+    spec = envs.spec(env, params, env_name)
+
+    def act(learner, actor, obs, first, keys, evaluate=False):
+        action = jax.vmap(env.action_space(params).sample)(keys)
+        return action, actor, {}
+
+    random_policy = Algorithm(lambda k: (), lambda k, n: (), act, None)
+    episodes = 64
+    run = loop.make_episode_runner(
+        random_policy,
+        env,
+        params,
+        num_episodes=episodes,
+        max_steps=max(steps // episodes, 50),
+        devices=dev.select(1),
+        record=True,
+    )
+    from anakin import runner
+
+    returns, cols = runner._episodes_to_steps(run((), jax.random.PRNGKey(0)), episodes)
+    del returns
+    data = dataset_lib.from_steps(
+        spec, **{k: np.asarray(v) for k, v in cols.items()}, source="random actions (benchmark)"
+    )
+    dataset_lib.save(path, data)
+    return path
+
+
+def make_config(
+    algo: str, env: str, num_envs: int, steps_per_call: int, dataset: str, devices: int = 0
+):
+    from algorithms import bc, impala, r2d2
+    from anakin.config import CheckpointConfig, EvalConfig, TrainConfig
+
+    module = {"impala": impala, "r2d2": r2d2, "bc": bc}[algo]
+    preset, default_steps, _ = SETUPS[(algo, env)]
+    algo_cfg, arch = module.PRESETS[preset]
+    steps_per_call = steps_per_call or default_steps
+    if algo == "r2d2":
+        # Learn from the first call on; size the replay to the environments.
+        capacity = max(
+            algo_cfg.replay_capacity // 4 if "MinAtar" in env else algo_cfg.replay_capacity,
+            64 * num_envs,
+        )
+        capacity -= capacity % num_envs
+        algo_cfg = dataclasses.replace(
+            algo_cfg, min_replay_size=algo_cfg.batch_size, replay_capacity=capacity
+        )
+    if algo == "bc":
+        updates = 10
+    else:
+        per_update = num_envs * arch.rollout_length
+        updates = max(1, steps_per_call // per_update)
+    arch = dataclasses.replace(
+        arch, num_envs=num_envs, updates_per_call=updates, total_env_steps=1, num_devices=devices
+    )
+    return TrainConfig(
+        algo=algo_cfg,
+        env=env,
+        arch=arch,
+        dataset=dataset,
+        quiet=True,
+        eval=EvalConfig(episodes=0),
+        checkpoint=CheckpointConfig(enabled=False),
+    )
+
+
+def ceiling_program(env_name: str, num_envs: int, steps: int, devices):
+    """Random-action steps of `num_envs` raw gymnax envs, vmapped and pmapped over `devices`."""
+    import gymnax
+    import jax
+
+    from anakin import devices as dev
+
     env, params = gymnax.make(env_name)
-    keys = jax.random.split(jax.random.PRNGKey(0), num_envs)
-    _, state = jax.vmap(env.reset, in_axes=(0, None))(keys, params)
-    num_actions = env.action_space(params).n
+    per_device = num_envs // len(devices)
 
-    @jax.jit
+    def init(key):
+        return jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key, per_device), params)[1]
+
     def run(state, key):
         def step(carry, _):
             state, key = carry
             key, act_key, step_key = jax.random.split(key, 3)
-            action = jax.random.randint(act_key, (num_envs,), 0, num_actions)
+            action = jax.vmap(env.action_space(params).sample)(
+                jax.random.split(act_key, per_device)
+            )
             out = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
-                jax.random.split(step_key, num_envs), state, action, params
+                jax.random.split(step_key, per_device), state, action, params
             )
             return (out[1], key), out[2].sum()
 
-        (state, key), rewards = jax.lax.scan(step, (state, key), length=steps)
+        (state, key), rewards = jax.lax.scan(step, (state, key), length=steps // num_envs)
         return state, key, rewards.sum()
 
-    return run, state
+    keys = dev.shard(jax.random.split(jax.random.PRNGKey(1), len(devices)), devices)
+    state = dev.pmap(init, devices)(keys)
+    return dev.pmap(run, devices, donate_argnums=0), state, keys
 
 
-def time_calls(fn, n: int) -> list[float]:
+def timed(fn, n: int) -> list[float]:
+    import jax
+
     out = []
     for _ in range(n):
         t0 = time.perf_counter()
@@ -64,90 +181,449 @@ def time_calls(fn, n: int) -> list[float]:
     return out
 
 
-def bench_impala(args, num_envs: int) -> dict:
-    arch = ArchConfig(
-        num_envs=num_envs,
-        rollout_length=args.rollout,
-        updates_per_call=max(1, args.steps_per_call // (num_envs * args.rollout)),
-        total_env_steps=1,
+def measure(spec: dict) -> dict:
+    import jax
+
+    from anakin import runner
+
+    rounds, calls = spec["rounds"], spec["calls"]
+    cfg = make_config(
+        spec["algo"],
+        spec["env"],
+        spec["num_envs"],
+        spec.get("steps_per_call", 0),
+        spec.get("dataset", ""),
+        spec["devices"],
     )
-    algo = ImpalaConfig(
-        num_sgd_steps_per_step=args.sgd_steps,
-        network=NetworkConfig(
-            hidden_sizes=tuple(args.hidden), activation=args.activation, lstm_size=args.lstm
-        ),
-    )
-    cfg = TrainConfig(algo=algo, env=args.env, arch=arch, quiet=True)
-    setup = runner.setup("impala", cfg)
-    state = setup.program.init(0)
     t0 = time.perf_counter()
-    train = setup.program.train.lower(state).compile()
-    compile_time = time.perf_counter() - t0
+    s = runner.setup(spec["algo"], cfg)
+    state = s.program.init(0)
+    train = s.program.compile(state)
+    compile_s = time.perf_counter() - t0
+    memory = runner.memory_per_device(state)
     holder = {"state": state}
 
-    def impala_call():
+    def call():
         holder["state"], metrics = train(holder["state"])
         return metrics
 
-    steps = arch.env_steps_per_call
-    ceiling, ceil_state = ceiling_program(args.env, num_envs, steps // num_envs)
-    ceil_holder = {"state": ceil_state, "key": jax.random.PRNGKey(1)}
+    jax.block_until_ready(call())
+    if spec["algo"] == "r2d2":  # until learning is on, so SGD is inside every timed call
+        while float(runner.dev.unreplicate(call())["learning"]) < 1.0:
+            pass
+    sgd_per_update = {
+        "impala": getattr(cfg.algo, "num_sgd_steps_per_step", 1),
+        "bc": getattr(cfg.algo, "num_sgd_steps_per_step", 1),
+        "r2d2": cfg.algo.sgd_steps_per_update(cfg.arch) if spec["algo"] == "r2d2" else 0,
+    }[spec["algo"]]
+    sgd_per_call = sgd_per_update * cfg.arch.updates_per_call
+    steps_per_call = s.steps_per_call
 
-    def ceiling_call():
-        ceil_holder["state"], ceil_holder["key"], r = ceiling(
-            ceil_holder["state"], ceil_holder["key"]
+    if spec["algo"] != "bc":
+        ceil_fn, ceil_state, ceil_keys = ceiling_program(
+            spec["env"], cfg.arch.num_envs, steps_per_call, s.devices
         )
-        return r
+        ceil_holder = {"state": ceil_state, "keys": ceil_keys}
 
-    jax.block_until_ready((impala_call(), ceiling_call()))  # warm up, finished before timing
-    t_impala, t_ceiling = [], []
-    for _ in range(args.rounds):  # interleaved, so drift hits both alike
-        t_impala += time_calls(impala_call, args.calls)
-        t_ceiling += time_calls(ceiling_call, args.calls)
-    impala_sps = steps / statistics.median(t_impala)
-    ceiling_sps = steps / statistics.median(t_ceiling)
-    return {
-        "num_envs": num_envs,
-        "rollout": args.rollout,
-        "devices": len(setup.devices),
-        "impala_sps": impala_sps,
-        "ceiling_sps": ceiling_sps,
-        "fraction_of_ceiling": impala_sps / ceiling_sps,
-        "compile_s": compile_time,
+        def ceil_call():
+            ceil_holder["state"], ceil_holder["keys"], r = ceil_fn(
+                ceil_holder["state"], ceil_holder["keys"]
+            )
+            return r
+
+        jax.block_until_ready(ceil_call())
+    t_train, t_ceil = [], []
+    for _ in range(rounds):  # interleaved, so drift hits both alike
+        t_train += timed(call, calls)
+        if spec["algo"] != "bc":
+            t_ceil += timed(ceil_call, calls)
+    train_s = statistics.median(t_train)
+    out = {
+        **{k: spec[k] for k in ("algo", "env", "num_envs", "devices")},
+        "mode": spec.get("mode", ""),
+        "platform": s.devices[0].platform,
+        "compile_s": compile_s,
+        "env_sps": steps_per_call / train_s,
+        "sgd_sps": sgd_per_call / train_s,
+        "steps_per_call": steps_per_call,
+        "host_peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "state_mib": memory["state_bytes"] / 2**20,
+        "replay_mib": memory.get("replay_bytes", 0) / 2**20,
     }
+    if t_ceil:
+        out["ceiling_sps"] = steps_per_call / statistics.median(t_ceil)
+        out["fraction_of_ceiling"] = out["env_sps"] / out["ceiling_sps"]
+    return out
+
+
+# --- replay alone --------------------------------------------------------------------------
+
+
+def measure_replay(spec: dict) -> dict:
+    """Insert one rollout + sample one batch + write its priorities, per second: ours and
+    flashbax's prioritised trajectory buffer with the same sizes (one device)."""
+    import flashbax as fbx
+    import jax
+    import jax.numpy as jnp
+
+    import envs
+    from algorithms import r2d2
+    from algorithms import replay as rp
+    from anakin.types import Layout, Transition
+
+    cfg, arch = r2d2.PRESETS["default"]
+    env_name = spec["env"]
+    env, params = envs.make(env_name)
+    es = envs.spec(env, params, env_name)
+    num_envs, rollout = arch.num_envs, arch.rollout_length
+    layout = cfg.replay_layout(Layout(num_envs, 1, rollout))
+    batch, length, period = cfg.batch_size, cfg.sequence_length, cfg.sequence_period
+    obs = jnp.zeros(es.obs_shape, es.obs_dtype)
+    step = Transition(
+        obs,
+        jnp.bool_(False),
+        jnp.int32(0),
+        jnp.float32(0),
+        jnp.bool_(False),
+        jnp.bool_(False),
+        obs,
+        {},
+    )
+    core = (jnp.zeros(cfg.network.lstm_size), jnp.zeros(cfg.network.lstm_size))
+    key = jax.random.PRNGKey(0)
+    traj = jax.tree.map(
+        lambda x: jnp.broadcast_to(x, (rollout, num_envs, *jnp.shape(x))), step._replace(extras={})
+    )
+    cores = jax.tree.map(lambda x: jnp.zeros((rollout, num_envs, *x.shape)), core)
+
+    def ours(state, key):
+        state = rp.insert(state, layout, traj, cores)
+        sample = rp.sample(state, layout, key, batch)
+        return rp.update_priorities(state, layout, sample, jnp.ones(batch))
+
+    # flashbax stores whole steps (core state per step), batch-major [E, T].
+    buffer = fbx.make_prioritised_trajectory_buffer(
+        add_batch_size=num_envs,
+        sample_batch_size=batch,
+        sample_sequence_length=length,
+        period=period,
+        min_length_time_axis=length,
+        max_size=layout.capacity * num_envs,
+        priority_exponent=cfg.priority_exponent,
+    )
+    item = {"step": step._replace(extras={}), "core": core}
+    fb_batch = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), {"step": traj, "core": cores})
+
+    def theirs(state, key):
+        state = buffer.add(state, fb_batch)
+        sample = buffer.sample(state, key)
+        return buffer.set_priorities(state, sample.indices, jnp.ones(batch))
+
+    results = {}
+    for name, fn, state in (
+        ("anakin", ours, rp.init(layout, step, core, cfg.priority_exponent)),
+        ("flashbax", theirs, buffer.init(item)),
+    ):
+        for _ in range(length // rollout + 2):  # fill enough for samples
+            state = jax.jit(fn)(state, key)
+
+        def many(state, key, fn=fn):
+            return jax.lax.scan(lambda s, k: (fn(s, k), None), state, jax.random.split(key, 100))[0]
+
+        many = jax.jit(many, donate_argnums=0)
+        state = jax.block_until_ready(many(state, key))
+        times = []
+        for r in range(spec["rounds"] * spec["calls"]):
+            t0 = time.perf_counter()
+            state = jax.block_until_ready(many(state, jax.random.fold_in(key, r)))
+            times.append(time.perf_counter() - t0)
+        results[name] = 100 / statistics.median(times)
+        results[f"{name}_mib"] = sum(x.nbytes for x in jax.tree.leaves(state)) / 2**20
+    return {
+        "env": env_name,
+        "num_envs": num_envs,
+        "rollout": rollout,
+        "batch": batch,
+        "sequence_length": length,
+        "period": period,
+        "capacity_sequences": layout.max_sequences,
+        **results,
+        "anakin_over_flashbax": results["anakin"] / results["flashbax"],
+    }
+
+
+# --- profile -------------------------------------------------------------------------------
+
+
+def measure_profile(spec: dict) -> dict:
+    """IMPALA's time split: full program vs no learner update vs random actions too."""
+    import jax
+    import jax.numpy as jnp
+
+    from anakin import loop, runner
+
+    cfg = make_config("impala", "CartPole-v1", spec["num_envs"], 131_072, "")
+    s = runner.setup("impala", cfg)
+    base = s.algorithm
+
+    def no_update(learner, traj, key):
+        return learner, {"loss": jnp.float32(0)}
+
+    def random_act(learner, actor, obs, first, keys, evaluate=False):
+        action = jax.vmap(lambda k: jax.random.randint(k, (), 0, s.spec.num_actions))(keys)
+        return action, actor, {}
+
+    variants = {
+        "full program": base,
+        "no learner update": base._replace(update=no_update),
+        "no update, random actions": base._replace(update=no_update, act=random_act),
+    }
+    out = {"num_envs": cfg.arch.num_envs, "devices": len(s.devices)}
+    for name, algo in variants.items():
+        program = loop.make_program(
+            algo,
+            s.env,
+            s.env_params,
+            num_envs=cfg.arch.num_envs,
+            rollout_length=cfg.arch.rollout_length,
+            updates_per_call=cfg.arch.updates_per_call,
+            devices=s.devices,
+        )
+        holder = {"state": program.init(0)}
+        compiled = program.compile(holder["state"])
+        if name == "full program":
+            cost = compiled.cost_analysis()
+            cost = cost[0] if isinstance(cost, list) else cost
+            per_step = s.steps_per_call
+            out["flops_per_env_step"] = float(cost.get("flops", 0.0)) / per_step
+            out["bytes_per_env_step"] = float(cost.get("bytes accessed", 0.0)) / per_step
+
+        def call(compiled=compiled, holder=holder):
+            holder["state"], m = compiled(holder["state"])
+            return m
+
+        jax.block_until_ready(call())
+        t = statistics.median(timed(call, spec["rounds"] * spec["calls"]))
+        out[name] = s.steps_per_call / t
+    return out
+
+
+# --- orchestration -------------------------------------------------------------------------
+
+
+def run_worker(kind: str, spec: dict, devices: int) -> dict:
+    env = dict(os.environ)
+    flags = " ".join(
+        f for f in env.get("XLA_FLAGS", "").split() if "force_host_platform_device_count" not in f
+    )
+    env["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={devices}".strip()
+    proc = subprocess.run(
+        [sys.executable, __file__, "--worker", kind, json.dumps(spec)],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=900,
+    )
+    if proc.returncode:
+        raise RuntimeError(f"worker {kind} {spec} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def fmt(x: float) -> str:
+    return f"{x:,.0f}"
+
+
+def main_table(rows: list[dict]) -> str:
+    lines = [
+        "| algorithm | env | envs | devices | compile s | env steps/s | SGD steps/s | "
+        "raw env steps/s | fraction of raw | peak host MiB | state MiB/device "
+        "(replay) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        ceil = fmt(r["ceiling_sps"]) if "ceiling_sps" in r else "-"
+        frac = f"{r['fraction_of_ceiling']:.2f}" if "fraction_of_ceiling" in r else "-"
+        replay = f" ({r['replay_mib']:.1f})" if r["replay_mib"] else ""
+        lines.append(
+            f"| {r['algo']} | {r['env']} | {r['num_envs']} | {r['devices']} | "
+            f"{r['compile_s']:.1f} | {fmt(r['env_sps'])} | {fmt(r['sgd_sps'])} | {ceil} |"
+            f" {frac} | {r['host_peak_mib']:.0f} | {r['state_mib']:.1f}{replay} |"
+        )
+    return "\n".join(lines)
+
+
+def scaling_table(rows: list[dict]) -> str:
+    lines = [
+        "| algorithm | scaling | devices | envs | env steps/s | SGD steps/s | efficiency |"
+        " fraction of raw |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    base = {}
+    for r in rows:
+        if r["devices"] == 1:
+            base[(r["algo"], r["mode"])] = r
+    for r in rows:
+        one = base.get((r["algo"], r["mode"]))
+        eff = r["env_sps"] / (r["devices"] * one["env_sps"]) if one else float("nan")
+        lines.append(
+            f"| {r['algo']} | {r['mode']} | {r['devices']} | {r['num_envs']} | "
+            f"{fmt(r['env_sps'])} | {fmt(r['sgd_sps'])} | {eff:.2f} | "
+            f"{r.get('fraction_of_ceiling', float('nan')):.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def plot_scaling(rows: list[dict], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for ax, mode in zip(axes, ("weak", "strong"), strict=True):
+        for algo in sorted({r["algo"] for r in rows}):
+            pts = sorted(
+                (r["devices"], r["env_sps"])
+                for r in rows
+                if r["algo"] == algo and r["mode"] == mode
+            )
+            if not pts:
+                continue
+            d, sps = zip(*pts, strict=True)
+            line = ax.plot(d, sps, "o-", label=algo)[0]
+            ax.plot(d, [sps[0] * x / d[0] for x in d], ":", color=line.get_color(), alpha=0.6)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("devices")
+        ax.set_ylabel("env steps/s")
+        ax.set_title(f"{mode} scaling (dotted: linear)")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--env", default="CartPole-v1")
-    p.add_argument("--envs", type=int, nargs="+", default=[16, 64, 256, 1024])
-    p.add_argument("--rollout", type=int, default=16)
-    p.add_argument("--hidden", type=int, nargs="+", default=[64, 64])
-    p.add_argument("--activation", default="relu")
-    p.add_argument("--lstm", type=int, default=0)
-    p.add_argument("--sgd-steps", type=int, default=1)
-    p.add_argument("--steps-per-call", type=int, default=262_144)
+    p.add_argument(
+        "--only",
+        nargs="+",
+        default=["main", "scaling", "replay", "profile"],
+        choices=["main", "scaling", "replay", "profile"],
+    )
+    p.add_argument("--algos", nargs="+", default=["impala", "r2d2", "bc"])
+    p.add_argument("--envs", nargs="+", default=["CartPole-v1", "Breakout-MinAtar"])
+    p.add_argument("--main-devices", type=int, default=1)
+    p.add_argument("--devices", type=int, nargs="+", default=[1, 2, 4, 8])
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--calls", type=int, default=3)
+    p.add_argument("--calls", type=int, default=2)
+    p.add_argument("--quick", action="store_true", help="CartPole only, 2 rounds of 1 call")
     p.add_argument("--json", default="")
+    p.add_argument("--png", default="scaling.png")
+    p.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     args = p.parse_args()
 
-    rows = [bench_impala(args, n) for n in args.envs]
-    print(
-        f"\n{args.env}, rollout {args.rollout}, MLP {args.hidden} {args.activation}, "
-        f"lstm {args.lstm}, {args.sgd_steps} SGD step(s) per rollout, "
-        f"{rows[0]['devices']} {jax.devices()[0].platform} device(s), jax {jax.__version__}"
-    )
-    print("| envs | IMPALA env steps/s | raw env steps/s | fraction of raw | compile s |")
-    print("|---:|---:|---:|---:|---:|")
-    for r in rows:
+    if args.worker:
+        kind, spec = args.worker[0], json.loads(args.worker[1])
+        fn = {
+            "train": measure,
+            "replay": measure_replay,
+            "profile": measure_profile,
+            "dataset": lambda sp: str(synthetic_dataset(sp["env"], sp["steps"], Path(sp["path"]))),
+        }[kind]
+        print(json.dumps(fn(spec)))
+        return
+    if args.quick:
+        args.envs, args.rounds, args.calls = ["CartPole-v1"], 2, 1
+    timing = {"rounds": args.rounds, "calls": args.calls}
+    results: dict[str, list] = {}
+    started = time.time()
+
+    if "main" in args.only:
+        rows = []
+        with tempfile.TemporaryDirectory() as tmp:
+            for env in args.envs:
+                for algo in args.algos:
+                    spec = {
+                        "algo": algo,
+                        "env": env,
+                        "devices": args.main_devices,
+                        **timing,
+                        "num_envs": SETUPS[(algo, env)][2],
+                    }
+                    if algo == "bc":
+                        spec["dataset"] = str(synthetic_dataset_worker(env, tmp))
+                    rows.append(run_worker("train", spec, args.main_devices))
+                    print(main_table(rows[-1:]).splitlines()[-1], flush=True)
+        results["main"] = rows
+        print("\n" + main_table(rows))
+
+    if "scaling" in args.only:
+        rows = []
+        for algo, per_device, global_envs in (("impala", 64, 256), ("r2d2", 32, 64)):
+            for mode in ("weak", "strong"):
+                for d in args.devices:
+                    n = per_device * d if mode == "weak" else global_envs
+                    spec = {
+                        "algo": algo,
+                        "env": "CartPole-v1",
+                        "num_envs": n,
+                        "devices": d,
+                        "mode": mode,
+                        **timing,
+                    }
+                    rows.append(run_worker("train", spec, d))
+                    print(scaling_table(rows).splitlines()[-1], flush=True)
+        results["scaling"] = rows
+        print("\n" + scaling_table(rows))
+        if args.png:
+            plot_scaling(rows, args.png)
+            print(f"wrote {args.png}")
+
+    if "replay" in args.only:
+        rows = [run_worker("replay", {"env": env, **timing}, 1) for env in args.envs]
+        results["replay"] = rows
+        print("\n| env | replay ops/s: anakin | flashbax | ratio | MiB: anakin | flashbax |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for r in rows:
+            print(
+                f"| {r['env']} | {fmt(r['anakin'])} | {fmt(r['flashbax'])} | "
+                f"{r['anakin_over_flashbax']:.2f} | {r['anakin_mib']:.1f} | "
+                f"{r['flashbax_mib']:.1f} |"
+            )
+
+    if "profile" in args.only:
+        rows = [run_worker("profile", {"num_envs": n, **timing}, 1) for n in (64, 1024)]
+        results["profile"] = rows
         print(
-            f"| {r['num_envs']} | {r['impala_sps']:,.0f} | {r['ceiling_sps']:,.0f} | "
-            f"{r['fraction_of_ceiling']:.2f} | {r['compile_s']:.1f} |"
+            "\n| IMPALA CartPole envs | full program | no learner update | no update, random "
+            "actions | XLA flops/env step | bytes/env step |"
         )
+        print("|---:|---:|---:|---:|---:|---:|")
+        for r in rows:
+            print(
+                f"| {r['num_envs']} | {fmt(r['full program'])} | "
+                f"{fmt(r['no learner update'])} | {fmt(r['no update, random actions'])} | "
+                f"{r['flops_per_env_step']:,.0f} | {r['bytes_per_env_step']:,.0f} |"
+            )
+
+    import jax
+
+    print(
+        f"\njax {jax.__version__}, {os.cpu_count()} CPU cores, "
+        f"{time.time() - started:.0f}s for the whole benchmark"
+    )
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"args": vars(args), "rows": rows}, f, indent=2)
+            json.dump({"args": vars(args), "jax": jax.__version__, **results}, f, indent=2)
+
+
+def synthetic_dataset_worker(env: str, tmp: str) -> Path:
+    path = Path(tmp) / f"{env}.npz"
+    if not path.exists():
+        run_worker("dataset", {"env": env, "steps": 40_000, "path": str(path)}, 1)
+    return path
 
 
 if __name__ == "__main__":

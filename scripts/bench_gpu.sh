@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The benchmark on a machine with NVIDIA GPUs, as one prepared script (e.g. through the device
+# tool). Installs JAX with CUDA into a fresh venv, prints the hardware, runs scripts/bench.py on
+# the GPUs (main table and scaling over the GPUs present), and leaves JSON, PNG and a log in
+# ${OUT:-bench-gpu}/.
+#   bash scripts/bench_gpu.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-bench-gpu}
+mkdir -p "$out"
+python3 -m venv /tmp/anakin-gpu-venv
+. /tmp/anakin-gpu-venv/bin/activate
+pip install -q -e . "jax[cuda12]>=0.10,<0.11" matplotlib
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/hardware.txt"
+python -c "import jax; print(jax.__version__, jax.devices())" | tee -a "$out/hardware.txt"
+gpus=$(python -c "import jax; print(jax.device_count())")
+counts=$(python -c "print(' '.join(str(2**i) for i in range(8) if 2**i <= $gpus))")
+# On GPU, device counts are real devices: XLA_FLAGS' CPU device count does not apply.
+python scripts/bench.py --main-devices 1 --devices $counts \
+  --json "$out/bench.json" --png "$out/scaling.png" 2>&1 | tee "$out/bench.log"
