@@ -124,6 +124,8 @@ def _train(argv: list[str]) -> int:
         runner.train(known.algo, cfg, prepared, resume=resume)
     except (runner.TrainingDiverged, CheckpointError) as e:
         return _error("train", str(e), code=3)
+    except runner.NothingToResume as e:
+        return _error("train", str(e))
     return 0
 
 

@@ -379,6 +379,10 @@ class Resume(NamedTuple):
     step: int | None = None
 
 
+class NothingToResume(ValueError):
+    """The run to resume already reached the requested arch.total_env_steps."""
+
+
 class TrainingDiverged(RuntimeError):
     """The loss or the parameters became non-finite; the run stopped without checkpointing."""
 
@@ -494,9 +498,8 @@ def train(
         name = _agree(cfg.run_name or logger.default_run_name(algo_name, cfg.env))
         run_dir = logger.make_run_dir(cfg.out, name) if primary else Path(cfg.out) / name
         run_dir = Path(_agree(str(run_dir)))
-    if primary:
-        logger.write_json(run_dir / "config.json", describe_run(s))
     checkpointer = Checkpointer(run_dir, cfg.checkpoint.keep) if cfg.checkpoint.enabled else None
+    per_call, num_calls = s.steps_per_call, s.num_calls(arch.total_env_steps)
 
     state = s.program.init(arch.seed)
     first_call, wall_offset, last_good, resumed_from = 0, 0.0, None, None
@@ -504,13 +507,20 @@ def train(
         ckpt = checkpointer or Checkpointer(run_dir, cfg.checkpoint.keep)
         step = resume.step if resume.step is not None else ckpt.latest_step()
         restored, meta = ckpt.restore(step, like=s.program.save_view(state))
+        if meta["call"] + 1 >= num_calls:
+            raise NothingToResume(
+                f"{run_dir} is already at {meta['env_steps']:,} env steps (checkpoint {step}), "
+                f"which reaches arch.total_env_steps={arch.total_env_steps:,}; pass a larger "
+                "--arch.total-env-steps to train on"
+            )
         state = s.program.load_view(restored, state)
         first_call, wall_offset, last_good = meta["call"] + 1, meta["wall_time"], step
         resumed_from = step
         if primary:
             logger.truncate_metrics(run_dir, max_env_steps=meta["env_steps"])
+    if primary:
+        logger.write_json(run_dir / "config.json", describe_run(s))
     memory = memory_per_device(state)
-    per_call, num_calls = s.steps_per_call, s.num_calls(arch.total_env_steps)
     unit = "samples" if s.dataset_meta is not None else "steps"
     reporter = _Reporter(
         run_dir, cfg, num_calls * per_call, f"{algo_name} on {cfg.env}", primary, unit
@@ -876,13 +886,23 @@ def params_divergence(state: RunnerState) -> float:
 
 
 __all__ = [
+    "NothingToResume",
     "Resume",
     "RunResult",
+    "SavedPolicy",
     "Setup",
     "TrainingDiverged",
     "check_resume",
+    "check_same_devices",
+    "collect",
     "describe_run",
+    "eval_record",
+    "evaluate_checkpoint",
+    "load_policy",
     "load_saved_config",
+    "make_build",
+    "make_runs",
+    "memory_per_device",
     "params_divergence",
     "setup",
     "train",

@@ -222,6 +222,18 @@ def test_resume_with_a_different_config_is_refused(saved_run):
         runner.load_saved_config(saved_run, "r2d2")
 
 
+def test_resume_with_nothing_left_to_train_changes_nothing(saved_run, capsys):
+    from anakin import cli
+
+    before = (saved_run / "summary.json").read_text()
+    assert (
+        cli.main(["train", "impala", "--resume", str(saved_run), "--arch.total-env-steps", "128"])
+        == 2
+    )
+    assert "is already at 256 env steps" in capsys.readouterr().err
+    assert (saved_run / "summary.json").read_text() == before
+
+
 def test_cli_refuses_mismatched_resume(saved_run, capsys):
     from anakin import cli
 
