@@ -171,11 +171,6 @@ def slot_age(layout: ReplayLayout, written: jax.Array) -> jax.Array:
     return jnp.where(written > start, age, 0)
 
 
-def valid_slots(layout: ReplayLayout, written: jax.Array) -> jax.Array:
-    """bool [K]: the slot holds a complete sequence that no write has touched since."""
-    return slot_age(layout, written) >= layout.length
-
-
 def insert(
     replay: SequenceReplay, layout: ReplayLayout, traj: Transition, core: Any
 ) -> SequenceReplay:
@@ -297,7 +292,3 @@ def update_priorities(
         tree=tree,
         max_priority=jnp.maximum(replay.max_priority, jnp.max(priorities)),
     )
-
-
-def nbytes(replay: SequenceReplay) -> int:
-    return int(sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(replay)))

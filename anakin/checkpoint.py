@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import jax
-import numpy as np
 
 from anakin import logger
 
@@ -194,13 +193,4 @@ class Checkpointer:
         self._manager.close()
 
 
-def all_finite(tree: Any) -> bool:
-    """True when every floating-point leaf of `tree` is finite (host-side check)."""
-    for leaf in jax.tree.leaves(tree):
-        x = np.asarray(leaf)
-        if np.issubdtype(x.dtype, np.floating) and not np.all(np.isfinite(x)):
-            return False
-    return True
-
-
-__all__ = ["CheckpointError", "Checkpointer", "all_finite", "verify", "write_manifest"]
+__all__ = ["CheckpointError", "Checkpointer", "verify", "write_manifest"]

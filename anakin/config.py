@@ -155,9 +155,6 @@ class TrainConfig(Generic[AlgoConfigT]):
     stop_return: float | None = None
     quiet: bool = False
 
-    def replace(self, **changes: Any) -> TrainConfig[AlgoConfigT]:
-        return dataclasses.replace(self, **changes)
-
 
 def to_dict(cfg: Any) -> dict[str, Any]:
     """A JSON-ready dict of a (nested) config dataclass."""
