@@ -233,8 +233,8 @@ def describe_run(s: Setup) -> dict[str, Any]:
             "num_calls": s.num_calls(s.cfg.arch.total_env_steps),
         },
         "env_spec": {
-            "obs_shape": s.spec.obs_shape,
-            "obs_dtype": str(s.spec.obs_dtype),
+            "obs": s.spec.describe(),
+            "action_mask": s.spec.action_mask,
             "num_actions": s.spec.num_actions,
             "action_shape": s.spec.action_shape,
         },

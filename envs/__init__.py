@@ -2,7 +2,8 @@
 
 from anakin import _xla  # noqa: F401  (XLA flags: gymnax starts JAX's backend on import)
 from envs import _lazy  # noqa: F401  (before gymnax: defers its plotting imports)
-from envs.registry import EnvSpec, check_name, make, names, register, spec
+from envs.core import Environment, EnvSpec
+from envs.registry import check_name, make, names, register, spec
 from envs.wrappers import (
     AutoReset,
     EpisodeStatistics,
@@ -15,6 +16,7 @@ from envs.wrappers import (
 __all__ = [
     "AutoReset",
     "EnvSpec",
+    "Environment",
     "EpisodeStatistics",
     "FlattenObservation",
     "MaskObservation",

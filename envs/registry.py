@@ -5,13 +5,14 @@ from __future__ import annotations
 import dataclasses
 import difflib
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import gymnax
 import jax
 import numpy as np
 from gymnax.environments import spaces
 
+from envs.core import EnvSpec
 from envs.wrappers import AutoReset, EpisodeStatistics, FlattenObservation, MaskObservation
 
 # Our own environments: name -> factory(**kwargs) returning a gymnax-style environment
@@ -29,22 +30,6 @@ def register(name: str, factory: Callable[..., Any]) -> None:
 def names() -> list[str]:
     """Every environment name `make` accepts."""
     return sorted([*gymnax.registered_envs, *_OWN])
-
-
-class EnvSpec(NamedTuple):
-    """What an agent needs to know about an environment to build its networks."""
-
-    name: str
-    obs_shape: tuple[int, ...]
-    obs_dtype: np.dtype
-    num_actions: int | None  # discrete actions; None when actions are continuous
-    action_shape: tuple[int, ...]  # () for discrete actions
-    action_low: np.ndarray | None = None  # continuous bounds
-    action_high: np.ndarray | None = None
-
-    @property
-    def discrete(self) -> bool:
-        return self.num_actions is not None
 
 
 def _unknown(kind: str, value: str, choices: list[str]) -> ValueError:
@@ -118,10 +103,10 @@ def spec(env: Any, params: Any, name: str = "") -> EnvSpec:
     obs, _ = jax.eval_shape(env.reset, jax.random.PRNGKey(0), params)
     space = env.action_space(params)
     if isinstance(space, spaces.Discrete):
-        return EnvSpec(name, tuple(obs.shape), np.dtype(obs.dtype), int(space.n), ())
+        return EnvSpec(name, obs, int(space.n))
     if isinstance(space, spaces.Box):
         shape = tuple(space.shape)
         low = np.broadcast_to(np.asarray(space.low, np.float32), shape)
         high = np.broadcast_to(np.asarray(space.high, np.float32), shape)
-        return EnvSpec(name, tuple(obs.shape), np.dtype(obs.dtype), None, shape, low, high)
+        return EnvSpec(name, obs, None, shape, low, high)
     raise ValueError(f"environment {name!r}: action space {space!r} is neither Discrete nor Box")

@@ -31,8 +31,8 @@ from envs import EnvSpec
 
 NUM_DEVICES = 4
 LN3 = float(np.log(3.0))
-DISCRETE = EnvSpec("Toy-v0", (4,), np.dtype("float32"), 2, ())
-BOX = EnvSpec(
+DISCRETE = EnvSpec.of_array("Toy-v0", (4,), np.dtype("float32"), 2, ())
+BOX = EnvSpec.of_array(
     "Box-v0", (3,), np.dtype("float32"), None, (1,), np.array([-2.0], np.float32), np.array([2.0])
 )
 

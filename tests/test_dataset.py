@@ -12,8 +12,8 @@ from anakin.dataset import DatasetError, Steps
 from anakin.types import Transition
 from envs import EnvSpec
 
-SPEC = EnvSpec("Toy-v0", (2,), np.dtype("float32"), 3, ())
-CARTPOLE = EnvSpec("CartPole-v1", (4,), np.dtype("float32"), 2, ())
+SPEC = EnvSpec.of_array("Toy-v0", (2,), np.dtype("float32"), 3, ())
+CARTPOLE = EnvSpec.of_array("CartPole-v1", (4,), np.dtype("float32"), 2, ())
 
 
 def toy() -> dataset.Dataset:

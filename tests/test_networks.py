@@ -15,8 +15,8 @@ from algorithms.networks import (
 )
 from envs import EnvSpec
 
-FLAT = EnvSpec("flat", (5,), np.dtype("float32"), 3, ())
-IMAGE = EnvSpec("image", (10, 10, 4), np.dtype("float32"), 3, ())
+FLAT = EnvSpec.of_array("flat", (5,), np.dtype("float32"), 3, ())
+IMAGE = EnvSpec.of_array("image", (10, 10, 4), np.dtype("float32"), 3, ())
 
 
 def test_feed_forward_shapes():
