@@ -2,6 +2,16 @@
 
 Every network, feed-forward or recurrent, is a `Network` of four pure functions, so algorithms
 are written once for both. A feed-forward network's core state is the empty tuple `()`.
+Continuous-action critics Q(s, a) are a `Critic`: an ensemble of `num_critics` independent
+networks (SAC's twin critics).
+
+Observations are pytrees (`EnvSpec.obs`). One array goes through the MLP torso (flat) or the
+conv torso (an image [H, W, C]); a tree of arrays is embedded leaf by leaf, images through the
+conv torso and everything else flattened (a bool action mask as 0/1), then concatenated and
+passed through the MLP.
+
+Heads: `CategoricalHead` (policy logits), `ValueHead`, `PolicyValueHead` (both, IMPALA),
+`QHead` (Q over discrete actions, optionally dueling), `GaussianHead` (continuous policy).
 """
 
 from __future__ import annotations
@@ -27,7 +37,8 @@ class NetworkConfig:
 
     Attributes:
       torso: "mlp" for flat observations, "conv" for images; "auto" picks conv for rank-3
-        observations (MinAtar) and mlp otherwise.
+        observations (MinAtar) and mlp otherwise. For a tree of observations, "auto" and "conv"
+        send its images (rank-3 leaves) through the conv torso and "mlp" flattens them too.
       hidden_sizes: MLP layer widths (the conv torso uses the last as its dense width).
       activation: nonlinearity of the torso.
       conv_channels: channels of the conv torso's 3x3 convolution.
@@ -64,6 +75,8 @@ class Network(NamedTuple):
         one step; the core is reset to zeros where `first` (an episode starts at this obs).
     unroll(params, obs [T, B, ...], first [T, B], core [B]) -> (out [T, B, ...], cores [T, B])
         `cores[t]` is the state after obs t, i.e. the one that processes obs t + 1.
+
+    `obs` is a batch of the spec's observation tree: every leaf has the leading axes shown.
     """
 
     init: Callable[[jax.Array], Params]
@@ -72,7 +85,22 @@ class Network(NamedTuple):
     unroll: Callable[..., tuple[Any, Core]]
 
 
+class Critic(NamedTuple):
+    """An ensemble of `num_critics` independent Q(s, a) networks, as pure functions.
+
+    init(key) -> params                   every leaf has a leading axis [num_critics]
+    apply(params, obs [B, ...], action [B, *action_shape]) -> q [num_critics, B]
+        any leading axes [...] in place of [B] work too: q is then [num_critics, ...].
+    """
+
+    init: Callable[[jax.Array], Params]
+    apply: Callable[[Params, Any, jax.Array], jax.Array]
+
+
 _ACTIVATIONS = {"relu": nn.relu, "tanh": nn.tanh}
+
+
+# --- torsos ----------------------------------------------------------------------------------
 
 
 class MLPTorso(nn.Module):
@@ -105,6 +133,140 @@ class ConvTorso(nn.Module):
         return x.reshape((*lead, self.hidden_size))
 
 
+class TreeTorso(nn.Module):
+    """A torso for a tree of observation arrays: embed each leaf, concatenate, then the MLP.
+
+    A leaf of rank 3 (per observation) is an image and goes through its own `ConvTorso` when
+    `conv`; every other leaf is flattened and cast to float32 (a bool mask becomes 0/1). With
+    `hidden_sizes=()` the torso is the embedding alone.
+
+    Attributes:
+      leaves: (name, rank) of each leaf in `jax.tree.leaves` order: the name (from the leaf's
+        path in the tree) names its conv torso's parameters; the rank (without batch axes)
+        tells the batch axes apart from the observation's own.
+    """
+
+    leaves: tuple[tuple[str, int], ...]
+    hidden_sizes: tuple[int, ...]
+    activation: str = "relu"
+    conv: bool = True
+    conv_channels: int = 16
+    conv_hidden_size: int = 128
+
+    @nn.compact
+    def __call__(self, obs: Any) -> jax.Array:
+        xs = jax.tree.leaves(obs)
+        if len(xs) != len(self.leaves):
+            raise ValueError(
+                f"observation has {len(xs)} arrays, the torso was built for {len(self.leaves)}"
+            )
+        lead = xs[0].shape[: xs[0].ndim - self.leaves[0][1]]  # batch axes, e.g. [T, B]
+        parts = []
+        for (name, rank), x in zip(self.leaves, xs, strict=True):
+            if rank == 3 and self.conv:
+                torso = ConvTorso(
+                    self.conv_channels, self.conv_hidden_size, self.activation, name=f"conv_{name}"
+                )
+                parts.append(torso(x))
+            else:
+                parts.append(x.astype(jnp.float32).reshape((*lead, -1)))
+        h = jnp.concatenate(parts, axis=-1)
+        if not self.hidden_sizes:
+            return h
+        return MLPTorso(self.hidden_sizes, self.activation, name="mlp")(h)
+
+
+def _leaf_name(path: tuple) -> str:
+    keys = [getattr(k, "key", getattr(k, "name", getattr(k, "idx", k))) for k in path]
+    return "_".join(str(k) for k in keys) or "obs"
+
+
+def _tree_leaves(spec: EnvSpec) -> tuple[tuple[str, int], ...]:
+    paths = jax.tree_util.tree_flatten_with_path(spec.obs)[0]
+    return tuple((_leaf_name(path), len(s.shape)) for path, s in paths)
+
+
+def _single_array_kind(cfg: NetworkConfig, spec: EnvSpec) -> str:
+    """ "conv" or "mlp" for a single-array observation; ValueError if the torso does not suit."""
+    kind = cfg.torso
+    if kind == "auto":
+        kind = "conv" if len(spec.obs_shape) == 3 else "mlp"
+    if kind == "conv" and len(spec.obs_shape) != 3:
+        raise ValueError(
+            f"network.torso='conv' needs image observations [H, W, C]; {spec.name} gives "
+            f"shape {spec.obs_shape}. Use torso='mlp' or 'auto'."
+        )
+    if kind == "mlp" and len(spec.obs_shape) != 1:
+        raise ValueError(
+            f"network.torso='mlp' needs flat observations; {spec.name} gives shape "
+            f"{spec.obs_shape}. Use torso='conv' or 'auto'."
+        )
+    return kind
+
+
+def _tree_torso(cfg: NetworkConfig, spec: EnvSpec, hidden_sizes: tuple[int, ...]) -> TreeTorso:
+    leaves = _tree_leaves(spec)
+    if spec.single_array:
+        conv = _single_array_kind(cfg, spec) == "conv"
+    else:
+        conv = cfg.torso != "mlp"
+        if cfg.torso == "conv" and not any(rank == 3 for _, rank in leaves):
+            raise ValueError(
+                f"network.torso='conv' needs an image [H, W, C] in the observation; {spec.name} "
+                f"gives {spec.describe()}. Use torso='mlp' or 'auto'."
+            )
+    return TreeTorso(
+        leaves,
+        hidden_sizes,
+        cfg.activation,
+        conv=conv,
+        conv_channels=cfg.conv_channels,
+        conv_hidden_size=cfg.hidden_sizes[-1],
+    )
+
+
+def make_torso(cfg: NetworkConfig, spec: EnvSpec) -> nn.Module:
+    """The torso for `spec`'s observations (see `NetworkConfig.torso`): `MLPTorso` or
+    `ConvTorso` for one array, `TreeTorso` for a tree of arrays."""
+    if not spec.single_array:
+        return _tree_torso(cfg, spec, tuple(cfg.hidden_sizes))
+    if _single_array_kind(cfg, spec) == "conv":
+        return ConvTorso(cfg.conv_channels, cfg.hidden_sizes[-1], cfg.activation)
+    return MLPTorso(tuple(cfg.hidden_sizes), cfg.activation)
+
+
+def make_embedding(cfg: NetworkConfig, spec: EnvSpec) -> nn.Module:
+    """The observation's embedding without the MLP, [..., E]: images through the conv torso,
+    everything else flattened, concatenated. What a critic joins its action to."""
+    return _tree_torso(cfg, spec, ())
+
+
+# --- heads -----------------------------------------------------------------------------------
+
+
+def _small_init() -> Callable:
+    # A small final layer keeps the first policy near uniform (or near the action range's centre).
+    return nn.initializers.variance_scaling(0.01, "fan_in", "truncated_normal")
+
+
+class CategoricalHead(nn.Module):
+    """Categorical policy logits [..., num_actions] (no value)."""
+
+    num_actions: int
+
+    @nn.compact
+    def __call__(self, h: jax.Array) -> jax.Array:
+        return nn.Dense(self.num_actions, kernel_init=_small_init())(h)
+
+
+class ValueHead(nn.Module):
+    """A state value [...]."""
+
+    @nn.compact
+    def __call__(self, h: jax.Array) -> jax.Array:
+        return nn.Dense(1)(h)[..., 0]
+
+
 class PolicyValueHead(nn.Module):
     """Categorical policy logits and a state value."""
 
@@ -119,6 +281,48 @@ class PolicyValueHead(nn.Module):
         )(h)
         value = nn.Dense(1)(h)[..., 0]
         return logits, value
+
+
+class QHead(nn.Module):
+    """Q-values, optionally as a dueling value + advantage head (Wang et al. 2016)."""
+
+    num_actions: int
+    dueling: bool = False
+
+    @nn.compact
+    def __call__(self, h: jax.Array) -> jax.Array:
+        if not self.dueling:
+            return nn.Dense(self.num_actions)(h)
+        value = nn.Dense(1)(h)
+        advantage = nn.Dense(self.num_actions)(h)
+        return value + advantage - jnp.mean(advantage, axis=-1, keepdims=True)
+
+
+class GaussianHead(nn.Module):
+    """A diagonal Gaussian's mean and log standard deviation, each [..., action_dim].
+
+    The log standard deviation is one learnt vector shared by all states, or (when
+    `state_dependent_std`) a second output layer; either way it is clipped to
+    [log_std_min, log_std_max].
+    """
+
+    action_dim: int
+    state_dependent_std: bool = False
+    log_std_min: float = -5.0
+    log_std_max: float = 2.0
+
+    @nn.compact
+    def __call__(self, h: jax.Array) -> tuple[jax.Array, jax.Array]:
+        mean = nn.Dense(self.action_dim, kernel_init=_small_init())(h)
+        if self.state_dependent_std:
+            log_std = nn.Dense(self.action_dim, kernel_init=_small_init())(h)
+        else:
+            log_std = self.param("log_std", nn.initializers.zeros, (self.action_dim,))
+            log_std = jnp.broadcast_to(log_std, mean.shape)
+        return mean, jnp.clip(log_std, self.log_std_min, self.log_std_max)
+
+
+# --- networks --------------------------------------------------------------------------------
 
 
 class _Net(nn.Module):
@@ -150,30 +354,11 @@ def _reset(core: Core, first: jax.Array) -> Core:
     return jax.tree.map(lambda c: jnp.where(first[:, None], jnp.zeros_like(c), c), core)
 
 
-def make_torso(cfg: NetworkConfig, spec: EnvSpec) -> nn.Module:
-    kind = cfg.torso
-    if kind == "auto":
-        kind = "conv" if len(spec.obs_shape) == 3 else "mlp"
-    if kind == "conv":
-        if len(spec.obs_shape) != 3:
-            raise ValueError(
-                f"network.torso='conv' needs image observations [H, W, C]; {spec.name} gives "
-                f"shape {spec.obs_shape}. Use torso='mlp' or 'auto'."
-            )
-        return ConvTorso(cfg.conv_channels, cfg.hidden_sizes[-1], cfg.activation)
-    if len(spec.obs_shape) != 1:
-        raise ValueError(
-            f"network.torso='mlp' needs flat observations; {spec.name} gives shape "
-            f"{spec.obs_shape}. Use torso='conv' or 'auto'."
-        )
-    return MLPTorso(tuple(cfg.hidden_sizes), cfg.activation)
-
-
 def make_network(cfg: NetworkConfig, spec: EnvSpec, head: nn.Module) -> Network:
     """Torso -> optional LSTM -> `head`, as a `Network` of pure functions."""
     cfg.validate()
     net = _Net(torso=make_torso(cfg, spec), head=head, lstm_size=cfg.lstm_size)
-    dummy_obs = jnp.zeros((1, *spec.obs_shape), spec.obs_dtype)
+    dummy_obs = spec.zeros(1)
 
     def initial_state(batch_size: int) -> Core:
         if not cfg.lstm_size:
@@ -206,44 +391,56 @@ def make_network(cfg: NetworkConfig, spec: EnvSpec, head: nn.Module) -> Network:
     return Network(init, initial_state, apply, unroll)
 
 
+class _QNet(nn.Module):
+    """One critic: MLP(concat(embedding(obs), action)) -> Q(s, a) [...]."""
+
+    embed: nn.Module
+    hidden_sizes: tuple[int, ...]
+    activation: str = "relu"
+
+    @nn.compact
+    def __call__(self, obs: Any, action: jax.Array, action_rank: int) -> jax.Array:
+        h = self.embed(obs)  # [..., E]
+        lead = action.shape[: action.ndim - action_rank]
+        a = action.astype(jnp.float32).reshape((*lead, -1))
+        h = MLPTorso(self.hidden_sizes, self.activation)(jnp.concatenate([h, a], axis=-1))
+        return nn.Dense(1)(h)[..., 0]
+
+
+def make_critic(cfg: NetworkConfig, spec: EnvSpec, num_critics: int = 2) -> Critic:
+    """`num_critics` independent Q(s, a) networks for continuous actions (SAC, TD3).
+
+    Each critic embeds the observation (images through its own conv torso), joins the action,
+    and applies the MLP `cfg.hidden_sizes` then a linear output, as brax's `make_q_network`.
+    The critics share no parameters: their trees are stacked along a leading [num_critics]
+    axis. They are initialised one by one from split keys, not inside a vmap (see
+    `anakin/_xla.py`), and applied with a vmap over that axis.
+    """
+    cfg.validate()
+    if cfg.lstm_size:
+        raise ValueError(f"network.lstm_size={cfg.lstm_size}: critics here are feed-forward")
+    if num_critics < 1:
+        raise ValueError(f"num_critics={num_critics} must be >= 1")
+    if spec.discrete:
+        raise ValueError(
+            f"make_critic is for continuous actions; {spec.name} has {spec.num_actions} discrete "
+            "actions: use QHead"
+        )
+    net = _QNet(make_embedding(cfg, spec), tuple(cfg.hidden_sizes), cfg.activation)
+    rank = len(spec.action_shape)
+    dummy_obs = spec.zeros(1)
+    dummy_action = jnp.zeros((1, *spec.action_shape), jnp.float32)
+
+    def init(key: jax.Array) -> Params:
+        keys = jax.random.split(key, num_critics)
+        params = [net.init(k, dummy_obs, dummy_action, rank) for k in keys]
+        return jax.tree.map(lambda *p: jnp.stack(p), *params)
+
+    def apply(params: Params, obs: Any, action: jax.Array) -> jax.Array:
+        return jax.vmap(lambda p: net.apply(p, obs, action, rank))(params)
+
+    return Critic(init, apply)
+
+
 def num_params(params: Params) -> int:
     return int(sum(np.prod(x.shape) for x in jax.tree.leaves(params)))
-
-
-def _small_init() -> Callable:
-    # A small final layer keeps the first policy near uniform (or near the action range's centre).
-    return nn.initializers.variance_scaling(0.01, "fan_in", "truncated_normal")
-
-
-class CategoricalHead(nn.Module):
-    """Categorical policy logits [..., num_actions] (no value)."""
-
-    num_actions: int
-
-    @nn.compact
-    def __call__(self, h: jax.Array) -> jax.Array:
-        return nn.Dense(self.num_actions, kernel_init=_small_init())(h)
-
-
-class GaussianHead(nn.Module):
-    """A diagonal Gaussian's mean and log standard deviation, each [..., action_dim].
-
-    The log standard deviation is one learnt vector shared by all states, or (when
-    `state_dependent_std`) a second output layer; either way it is clipped to
-    [log_std_min, log_std_max].
-    """
-
-    action_dim: int
-    state_dependent_std: bool = False
-    log_std_min: float = -5.0
-    log_std_max: float = 2.0
-
-    @nn.compact
-    def __call__(self, h: jax.Array) -> tuple[jax.Array, jax.Array]:
-        mean = nn.Dense(self.action_dim, kernel_init=_small_init())(h)
-        if self.state_dependent_std:
-            log_std = nn.Dense(self.action_dim, kernel_init=_small_init())(h)
-        else:
-            log_std = self.param("log_std", nn.initializers.zeros, (self.action_dim,))
-            log_std = jnp.broadcast_to(log_std, mean.shape)
-        return mean, jnp.clip(log_std, self.log_std_min, self.log_std_max)

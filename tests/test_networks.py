@@ -1,4 +1,5 @@
-"""Networks: shapes, and that an LSTM unroll equals stepping it, resets included."""
+"""Networks: shapes, parameter layouts, pytree observations, heads, critics, and that an LSTM
+unroll equals stepping it, resets included."""
 
 import jax
 import jax.numpy as jnp
@@ -10,13 +11,36 @@ from algorithms.networks import (
     GaussianHead,
     NetworkConfig,
     PolicyValueHead,
+    QHead,
+    ValueHead,
+    make_critic,
     make_network,
+    make_torso,
     num_params,
 )
 from envs import EnvSpec
 
 FLAT = EnvSpec.of_array("flat", (5,), np.dtype("float32"), 3, ())
 IMAGE = EnvSpec.of_array("image", (10, 10, 4), np.dtype("float32"), 3, ())
+# A board game's observation: an image, a flat feature vector and the legal-action mask.
+DICT = EnvSpec(
+    "dict",
+    {
+        "board": jax.ShapeDtypeStruct((6, 6, 2), np.dtype("float32")),
+        "features": jax.ShapeDtypeStruct((3,), np.dtype("int32")),
+        "legal": jax.ShapeDtypeStruct((4,), np.dtype("bool")),
+    },
+    4,
+    action_mask="legal",
+)
+CONTINUOUS = EnvSpec.of_array(
+    "continuous", (5,), np.dtype("float32"), None, (2,), -np.ones(2, np.float32), np.ones(2)
+)
+
+
+def _paths(params) -> dict[str, tuple[int, ...]]:
+    flat = jax.tree_util.tree_flatten_with_path(params)[0]
+    return {"/".join(k.key for k in path): tuple(x.shape) for path, x in flat}
 
 
 def test_feed_forward_shapes():
@@ -85,3 +109,121 @@ def test_policy_heads_shapes(state_dependent_std):
     (mean, log_std), _ = net.apply(net.init(jax.random.PRNGKey(0)), jnp.ones((4, 5)), (), None)
     assert mean.shape == log_std.shape == (4, 2)
     assert np.all(log_std >= -5.0) and np.all(log_std <= 2.0)
+
+
+def test_single_array_parameter_layouts_are_unchanged():
+    # Checkpoints and fixed-seed runs depend on these names and shapes.
+    mlp = make_network(NetworkConfig(hidden_sizes=(8, 8)), FLAT, PolicyValueHead(3))
+    assert _paths(mlp.init(jax.random.PRNGKey(0))) == {
+        "params/torso/Dense_0/kernel": (5, 8),
+        "params/torso/Dense_0/bias": (8,),
+        "params/torso/Dense_1/kernel": (8, 8),
+        "params/torso/Dense_1/bias": (8,),
+        "params/head/Dense_0/kernel": (8, 3),
+        "params/head/Dense_0/bias": (3,),
+        "params/head/Dense_1/kernel": (8, 1),
+        "params/head/Dense_1/bias": (1,),
+    }
+    conv = make_network(NetworkConfig(hidden_sizes=(32,)), IMAGE, QHead(3))
+    assert _paths(conv.init(jax.random.PRNGKey(0))) == {
+        "params/torso/Conv_0/kernel": (3, 3, 4, 16),
+        "params/torso/Conv_0/bias": (16,),
+        "params/torso/Dense_0/kernel": (8 * 8 * 16, 32),
+        "params/torso/Dense_0/bias": (32,),
+        "params/head/Dense_0/kernel": (32, 3),
+        "params/head/Dense_0/bias": (3,),
+    }
+
+
+def test_dict_observation_with_mask_through_the_torso():
+    cfg = NetworkConfig(hidden_sizes=(16, 8), conv_channels=4)
+    net = make_network(cfg, DICT, PolicyValueHead(4))
+    params = net.init(jax.random.PRNGKey(0))
+    paths = _paths(params)
+    # The image through its own conv torso; features (3) and mask (4) flattened beside it.
+    assert paths["params/torso/conv_board/Conv_0/kernel"] == (3, 3, 2, 4)
+    assert paths["params/torso/conv_board/Dense_0/kernel"] == (4 * 4 * 4, 8)
+    assert paths["params/torso/mlp/Dense_0/kernel"] == (8 + 3 + 4, 16)
+    obs = DICT.zeros(7, 3)
+    obs["board"] = jax.random.normal(jax.random.PRNGKey(1), obs["board"].shape)
+    obs["legal"] = jax.random.bernoulli(jax.random.PRNGKey(2), 0.5, obs["legal"].shape)
+    (logits, values), _ = net.unroll(params, obs, jnp.zeros((7, 3), bool), ())
+    assert logits.shape == (7, 3, 4) and values.shape == (7, 3)
+    (step_logits, _), _ = net.apply(params, jax.tree.map(lambda x: x[2], obs), (), None)
+    np.testing.assert_allclose(step_logits, logits[2], rtol=1e-5, atol=1e-6)
+
+    # The mask enters as 0/1 and changes the embedding.
+    torso = make_torso(cfg, DICT)
+    tparams = {"params": params["params"]["torso"]}
+    as_float = {**obs, "legal": obs["legal"].astype(jnp.float32)}
+    np.testing.assert_array_equal(torso.apply(tparams, obs), torso.apply(tparams, as_float))
+    flipped = {**obs, "legal": ~obs["legal"]}
+    assert not np.allclose(torso.apply(tparams, obs), torso.apply(tparams, flipped))
+
+    # torso="mlp" flattens the image too; "conv" needs an image in the tree.
+    flat = make_network(NetworkConfig(torso="mlp", hidden_sizes=(8,)), DICT, ValueHead())
+    flat_paths = _paths(flat.init(jax.random.PRNGKey(0)))
+    assert flat_paths["params/torso/mlp/Dense_0/kernel"] == (6 * 6 * 2 + 3 + 4, 8)
+    no_image = DICT._replace(obs={k: v for k, v in DICT.obs.items() if k != "board"})
+    with pytest.raises(ValueError, match="conv"):
+        make_network(NetworkConfig(torso="conv"), no_image, ValueHead())
+
+
+def test_dict_observation_with_an_lstm():
+    net = make_network(NetworkConfig(hidden_sizes=(8,), lstm_size=6), DICT, QHead(4))
+    params = net.init(jax.random.PRNGKey(0))
+    obs = jax.tree.map(lambda x: x + 1, DICT.zeros(5, 2))
+    q, cores = net.unroll(params, obs, jnp.zeros((5, 2), bool), net.initial_state(2))
+    assert q.shape == (5, 2, 4) and cores[0].shape == (5, 2, 6)
+
+
+def test_value_and_q_heads():
+    h = jax.random.normal(jax.random.PRNGKey(0), (5, 7))
+    value = ValueHead()
+    assert value.apply(value.init(jax.random.PRNGKey(1), h), h).shape == (5,)
+    plain = QHead(4)
+    assert plain.apply(plain.init(jax.random.PRNGKey(1), h), h).shape == (5, 4)
+
+    # Dueling: Q(s, a) = V(s) + A(s, a) - mean_a A(s, a), so mean_a Q(s, a) = V(s).
+    dueling = QHead(4, dueling=True)
+    params = dueling.init(jax.random.PRNGKey(1), h)
+    q = dueling.apply(params, h)
+    p = params["params"]
+    v = h @ p["Dense_0"]["kernel"] + p["Dense_0"]["bias"]  # [5, 1]
+    adv = h @ p["Dense_1"]["kernel"] + p["Dense_1"]["bias"]  # [5, 4]
+    np.testing.assert_allclose(q, v + adv - adv.mean(-1, keepdims=True), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(q.mean(-1), v[:, 0], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("spec", [CONTINUOUS, IMAGE._replace(num_actions=None, action_shape=(2,))])
+def test_twin_critics_shapes_and_independence(spec):
+    critic = make_critic(NetworkConfig(hidden_sizes=(16, 16)), spec, num_critics=2)
+    params = critic.init(jax.random.PRNGKey(0))
+    assert all(x.shape[0] == 2 for x in jax.tree.leaves(params))
+    # Each critic joins the action to the embedding: for flat observations, 5 + 2 inputs.
+    if spec is CONTINUOUS:
+        assert _paths(params)["params/MLPTorso_0/Dense_0/kernel"] == (2, 5 + 2, 16)
+    obs = jax.tree.map(lambda x: x + 1.0, spec.zeros(6))
+    action = jax.random.uniform(jax.random.PRNGKey(1), (6, 2), minval=-1.0, maxval=1.0)
+    q = critic.apply(params, obs, action)
+    assert q.shape == (2, 6)
+    assert not np.allclose(q[0], q[1])  # different initial parameters
+    # Critic 0's values depend on critic 0's parameters only.
+    grads = jax.grad(lambda p: jnp.sum(critic.apply(p, obs, action)[0]))(params)
+    assert all(np.all(g[1] == 0.0) for g in jax.tree.leaves(grads))
+    assert any(np.any(g[0] != 0.0) for g in jax.tree.leaves(grads))
+    # The action matters, and [T, B] leading axes work too.
+    assert not np.allclose(q, critic.apply(params, obs, -action))
+    obs_tb = jax.tree.map(lambda x: jnp.stack([x, x, x]), obs)
+    q_tb = critic.apply(params, obs_tb, jnp.stack([action] * 3))
+    assert q_tb.shape == (2, 3, 6)
+    np.testing.assert_allclose(q_tb[:, 1], q, rtol=1e-5, atol=1e-6)
+
+
+def test_critic_errors():
+    with pytest.raises(ValueError, match="continuous"):
+        make_critic(NetworkConfig(), FLAT)
+    with pytest.raises(ValueError, match="num_critics"):
+        make_critic(NetworkConfig(), CONTINUOUS, num_critics=0)
+    with pytest.raises(ValueError, match="feed-forward"):
+        make_critic(NetworkConfig(lstm_size=4), CONTINUOUS)

@@ -1,0 +1,198 @@
+"""Action distributions and selection rules shared by the algorithms, all mask-aware.
+
+Every function is pure and batched over a leading environment axis B. A mask is bool [B, A],
+True where an action is legal (see `EnvSpec.action_mask`), or None when every action is always
+legal. With `mask=None` each function is, bit for bit, the unmasked rule it replaces; an
+all-True mask gives the same actions as `mask=None`.
+
+  action_mask(spec, obs)                      the legal-action mask carried by an observation
+  masked_logits(logits, mask)                 illegal logits -> a large negative finite number
+  sample_categorical(logits, keys, mask)      a ~ softmax(logits) over legal actions
+  greedy(values, mask)                        argmax over legal actions
+  epsilon_greedy(q, epsilon, keys, mask)      uniform legal action w.p. epsilon, else greedy
+  random_actions(spec, keys, mask)            uniform legal (or in-bounds) random actions
+  gaussian_policy(mean, log_std, ...)         the (tanh-)squashed diagonal Gaussian
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import distrax
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from envs import EnvSpec
+
+
+def action_mask(spec: EnvSpec, obs: Any) -> jax.Array | None:
+    """The legal-action mask of a batch of observations.
+
+    Args:
+      spec: the environment's spec; `spec.action_mask` names the observation's mask entry.
+      obs: a batch of observations, leaves [B, ...].
+
+    Returns:
+      bool [B, A], True = legal; None when the environment has no mask.
+    """
+    if spec.action_mask is None:
+        return None
+    return obs[spec.action_mask]
+
+
+def masked_logits(logits: jax.Array, mask: jax.Array | None) -> jax.Array:
+    """Logits with illegal actions set to the dtype's most negative finite number.
+
+    The result is the policy a loss should see: illegal actions have probability exactly 0,
+    while log-probabilities, entropies and their gradients stay finite (no -inf x 0 = NaN).
+
+    Args:
+      logits: [..., A].
+      mask: bool [..., A] (True = legal), or None.
+
+    Returns:
+      [..., A]; `logits` itself (the same array) when `mask` is None.
+    """
+    if mask is None:
+        return logits
+    return jnp.where(mask, logits, jnp.finfo(logits.dtype).min)
+
+
+def _exclude(values: jax.Array, mask: jax.Array | None) -> jax.Array:
+    # -inf, not masked_logits' finite floor: no legal value, however low, can lose to it.
+    if mask is None:
+        return values
+    return jnp.where(mask, values, -jnp.inf)
+
+
+def sample_categorical(
+    logits: jax.Array, keys: jax.Array, mask: jax.Array | None = None
+) -> jax.Array:
+    """One sample per row of softmax(logits), restricted to legal actions.
+
+    Args:
+      logits: [B, A].
+      keys: [B] PRNG keys (uint32 [B, 2] or typed [B]).
+      mask: bool [B, A] (True = legal), or None.
+
+    Returns:
+      int32 [B]; with `mask=None`, `jax.vmap(jax.random.categorical)(keys, logits)`.
+    """
+    return jax.vmap(jax.random.categorical)(keys, _exclude(logits, mask)).astype(jnp.int32)
+
+
+def greedy(values: jax.Array, mask: jax.Array | None = None) -> jax.Array:
+    """The highest-valued legal action (the first on ties).
+
+    Args:
+      values: logits or Q-values [..., A].
+      mask: bool [..., A] (True = legal), or None.
+
+    Returns:
+      int32 [...].
+    """
+    return jnp.argmax(_exclude(values, mask), axis=-1).astype(jnp.int32)
+
+
+def _uniform_legal(key: jax.Array, num_actions: int, legal: jax.Array | None) -> jax.Array:
+    """A uniform action in [0, num_actions), or among the True entries of `legal` [A]."""
+    if legal is None:
+        return jax.random.randint(key, (), 0, num_actions, dtype=jnp.int32)
+    # The k-th legal action, k uniform in [0, #legal): with every action legal this is the
+    # same draw as the unmasked one (randint's bits do not depend on whether maxval is static).
+    k = jax.random.randint(key, (), 0, jnp.sum(legal, dtype=jnp.int32), dtype=jnp.int32)
+    return jnp.argmax(jnp.cumsum(legal, dtype=jnp.int32) > k).astype(jnp.int32)
+
+
+def epsilon_greedy(
+    q: jax.Array, epsilon: jax.Array, keys: jax.Array, mask: jax.Array | None = None
+) -> jax.Array:
+    """Per environment: a uniform legal action with probability epsilon, else the greedy one.
+
+    Each environment's key is split into (explore, action) keys, as R2D2 always has, so that
+    unmasked actions are unchanged bit for bit.
+
+    Args:
+      q: Q-values [B, A].
+      epsilon: float [B], each environment's exploration rate.
+      keys: [B] PRNG keys.
+      mask: bool [B, A] (True = legal), or None.
+
+    Returns:
+      int32 [B].
+    """
+    num_actions = q.shape[-1]
+
+    def one(q, eps, key, legal):
+        explore_key, action_key = jax.random.split(key)
+        random_action = _uniform_legal(action_key, num_actions, legal)
+        return jnp.where(jax.random.uniform(explore_key) < eps, random_action, greedy(q, legal))
+
+    if mask is None:
+        return jax.vmap(lambda q, e, k: one(q, e, k, None))(q, epsilon, keys).astype(jnp.int32)
+    return jax.vmap(one)(q, epsilon, keys, mask).astype(jnp.int32)
+
+
+def random_actions(spec: EnvSpec, keys: jax.Array, mask: jax.Array | None = None) -> jax.Array:
+    """Uniform random actions, e.g. for an evaluation's epsilon-exploration.
+
+    Discrete actions are uniform over the legal ones; unmasked, they equal gymnax's
+    `jax.vmap(spaces.Discrete(A).sample)(keys)` bit for bit. Continuous actions are uniform in
+    [action_low, action_high], equal to gymnax's `spaces.Box(low, high, shape).sample`.
+
+    Args:
+      spec: the environment's spec.
+      keys: [B] PRNG keys.
+      mask: bool [B, A] (True = legal), or None; ignored for continuous actions.
+
+    Returns:
+      int32 [B] (discrete) or float32 [B, *action_shape].
+    """
+    if spec.discrete:
+        if mask is None:
+            return jax.vmap(lambda k: _uniform_legal(k, spec.num_actions, None))(keys)
+        return jax.vmap(lambda k, m: _uniform_legal(k, spec.num_actions, m))(keys, mask)
+    low = jnp.asarray(np.asarray(spec.action_low, np.float32))
+    high = jnp.asarray(np.asarray(spec.action_high, np.float32))
+
+    def one(key):
+        action = jax.random.uniform(key, spec.action_shape, minval=low, maxval=high)
+        return action.astype(jnp.float32)
+
+    return jax.vmap(one)(keys)
+
+
+# --- the tanh-Gaussian ---------------------------------------------------------------------
+
+
+class _ClippedTanh(distrax.Tanh):
+    """tanh whose inverse first clips into the open interval, so that the log-likelihood of a
+    dataset action on the bound (a clipped controller's +-max) stays finite."""
+
+    def inverse_and_log_det(self, y: jax.Array) -> tuple[jax.Array, jax.Array]:
+        return super().inverse_and_log_det(jnp.clip(y, -1.0 + 1e-6, 1.0 - 1e-6))
+
+
+def gaussian_policy(
+    mean: jax.Array,
+    log_std: jax.Array,
+    shift: jax.Array,
+    scale: jax.Array,
+    tanh_squash: bool,
+) -> distrax.Distribution:
+    """The action distribution `shift + scale x [tanh](N(mean, exp(log_std)))`.
+
+    Args:
+      mean, log_std: [..., D], in the unit action space.
+      shift, scale: [D], the affine map from the unit space onto the action bounds.
+      tanh_squash: squash with tanh before the affine map.
+
+    Returns:
+      A distribution with event shape [D] and batch shape [...].
+    """
+    layers = [distrax.Block(distrax.ScalarAffine(shift=shift, scale=scale), 1)]
+    if tanh_squash:
+        layers.append(distrax.Block(_ClippedTanh(), 1))  # distrax chains apply right to left
+    base = distrax.MultivariateNormalDiag(mean, jnp.exp(log_std))
+    return distrax.Transformed(base, distrax.Chain(layers))
