@@ -10,11 +10,28 @@ from anakin.types import Algorithm, Layout
 from envs import EnvSpec
 
 
+def env_steps_per_update(cfg: Any, layout: Layout) -> int:
+    """What an online algorithm's update consumes: one rollout of every environment."""
+    del cfg
+    return layout.num_envs * layout.rollout_length
+
+
 class AlgorithmEntry(NamedTuple):
+    """What the runner knows of an algorithm.
+
+    config_cls: its frozen config dataclass, with `validate(layout, spec, data_size=None)`.
+    make(cfg, spec, layout) -> Algorithm.
+    presets: name -> (algorithm config, ArchConfig).
+    offline: learns from a dataset (TrainConfig.dataset), not from rollouts.
+    samples_per_update(cfg, layout): env steps (online) or dataset samples (offline) one
+      update consumes, over all devices: the run's progress is counted in them.
+    """
+
     config_cls: type
     make: Callable[[Any, EnvSpec, Layout], Algorithm]
-    presets: dict[str, tuple[Any, Any]]  # name -> (algorithm config, ArchConfig)
-    offline: bool = False  # learns from a dataset (TrainConfig.dataset), not from rollouts
+    presets: dict[str, tuple[Any, Any]]
+    offline: bool = False
+    samples_per_update: Callable[[Any, Layout], int] = env_steps_per_update
 
 
 def _impala() -> AlgorithmEntry:
@@ -32,7 +49,13 @@ def _r2d2() -> AlgorithmEntry:
 def _bc() -> AlgorithmEntry:
     from algorithms import bc
 
-    return AlgorithmEntry(bc.BCConfig, bc.make_bc, bc.PRESETS, offline=True)
+    return AlgorithmEntry(
+        bc.BCConfig,
+        bc.make_bc,
+        bc.PRESETS,
+        offline=True,
+        samples_per_update=lambda cfg, layout: cfg.batch_size * cfg.num_sgd_steps_per_step,
+    )
 
 
 REGISTRY: dict[str, Callable[[], AlgorithmEntry]] = {

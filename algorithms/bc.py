@@ -26,8 +26,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from algorithms import learning
 from algorithms.networks import CategoricalHead, GaussianHead, NetworkConfig, make_network
-from anakin import devices
 from anakin.config import ArchConfig
 from anakin.types import Algorithm, Layout, Metrics, Params
 from envs import EnvSpec
@@ -77,17 +77,16 @@ class BCConfig:
         """The likelihood or squared-error term every variant starts from."""
         return self.base_loss if self.loss in ("peerbc", "rcal") else self.loss
 
-    def validate(
-        self, num_devices: int, dataset_size: int | None = None, spec: EnvSpec | None = None
-    ) -> None:
+    def validate(self, layout: Layout, spec: EnvSpec, data_size: int | None = None) -> None:
         """Raises ValueError, naming the numbers, for configs that cannot work.
 
         Args:
-          num_devices: devices the learner runs on.
-          dataset_size: steps in the dataset (None skips the checks that need it); each device
-            holds dataset_size // num_devices of them.
+          layout: the devices the learner runs on (`layout.num_devices`).
           spec: the environment, for the checks that depend on its actions.
+          data_size: steps in the dataset (None skips the checks that need it); each device
+            holds data_size // num_devices of them.
         """
+        num_devices, dataset_size = layout.num_devices, data_size
         if self.loss not in LOSSES:
             raise ValueError(f"algo.loss={self.loss!r}: choose one of {', '.join(LOSSES)}")
         if self.base_loss not in BASE_LOSSES:
@@ -130,8 +129,7 @@ class BCConfig:
                     f"(dataset of {dataset_size} steps // {num_devices}); lower batch_size to "
                     f"<= {shard * num_devices} or use a larger dataset"
                 )
-        if spec is not None:
-            self.validate_spec(spec)
+        self.validate_spec(spec)
 
     def validate_spec(self, spec: EnvSpec) -> None:
         """Raises ValueError for losses or policies that the environment's actions rule out."""
@@ -160,7 +158,8 @@ class BCConfig:
 class BCState(struct.PyTreeNode):
     params: Params
     opt_state: optax.OptState
-    steps: jax.Array  # int32 [], SGD steps taken
+    sgd_steps: jax.Array  # int32 [], SGD steps taken
+    replay: tuple = ()  # offline: the dataset is the loop's, not the learner's
 
 
 # --- the policy ----------------------------------------------------------------------------
@@ -391,10 +390,6 @@ def bc_loss(
 # --- the algorithm -------------------------------------------------------------------------
 
 
-def make_optimizer(cfg: BCConfig) -> optax.GradientTransformation:
-    return optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm), optax.adam(cfg.learning_rate))
-
-
 def make_bc(cfg: BCConfig, spec: EnvSpec, layout: Layout) -> Algorithm:
     """Behaviour cloning for `spec`'s actions, on `layout.num_devices` devices.
 
@@ -406,7 +401,7 @@ def make_bc(cfg: BCConfig, spec: EnvSpec, layout: Layout) -> Algorithm:
     # swept hyperparameters may arrive as traced values.
     cfg.validate_spec(spec)
     policy = make_policy(cfg, spec)
-    optimizer = make_optimizer(cfg)
+    optimizer = learning.make_optimizer(cfg.learning_rate, cfg.max_grad_norm)
     batch_size = cfg.batch_size // layout.num_devices
     discrete = spec.discrete
     if not discrete:
@@ -414,7 +409,7 @@ def make_bc(cfg: BCConfig, spec: EnvSpec, layout: Layout) -> Algorithm:
 
     def init(key: jax.Array) -> BCState:
         params = policy.init(key)
-        return BCState(params, optimizer.init(params), jnp.int32(0))
+        return BCState(params=params, opt_state=optimizer.init(params), sgd_steps=jnp.int32(0))
 
     def init_actor(key: jax.Array, num_envs: int):
         del key, num_envs
@@ -438,21 +433,16 @@ def make_bc(cfg: BCConfig, spec: EnvSpec, layout: Layout) -> Algorithm:
 
     def update(state: BCState, data: Any, key: jax.Array):
         size = jnp.shape(data.action)[0]  # this device's shard
-        key = jax.random.fold_in(key, devices.axis_index())
-        keys = jax.random.split(key, cfg.num_sgd_steps_per_step)
+        keys = jax.random.split(learning.device_key(key), cfg.num_sgd_steps_per_step)
 
         def sgd_step(state: BCState, key: jax.Array):
             sample_key, loss_key = jax.random.split(key)
             idx = jax.random.randint(sample_key, (batch_size,), 0, size)
             minibatch = jax.tree.map(lambda x: x[idx], data)  # [b, ...]
-            grads, metrics = jax.grad(bc_loss, has_aux=True)(
-                state.params, policy, minibatch, loss_key, cfg, discrete
+            state, metrics, grad_norm = learning.sgd_step(
+                state, bc_loss, optimizer, policy, minibatch, loss_key, cfg, discrete
             )
-            grads = devices.pmean(grads)
-            updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
-            params = optax.apply_updates(state.params, updates)
-            metrics["grad_norm"] = optax.global_norm(grads)
-            return BCState(params, opt_state, state.steps + 1), metrics
+            return state, {**metrics, "grad_norm": grad_norm}
 
         state, metrics = jax.lax.scan(sgd_step, state, keys)
         return state, jax.tree.map(jnp.mean, metrics)

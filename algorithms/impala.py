@@ -18,8 +18,8 @@ import jax.numpy as jnp
 import optax
 import rlax
 
+from algorithms import learning
 from algorithms.networks import Network, NetworkConfig, PolicyValueHead, make_network
-from anakin import devices
 from anakin.config import ArchConfig
 from anakin.types import Algorithm, Layout, Metrics, Params, Transition
 from envs import EnvSpec
@@ -54,7 +54,9 @@ class ImpalaConfig:
     num_sgd_steps_per_step: int = 4
     network: NetworkConfig = NetworkConfig()
 
-    def validate(self, arch: ArchConfig, num_devices: int) -> None:
+    def validate(self, layout: Layout, spec: EnvSpec, data_size: int | None = None) -> None:
+        """Raises ValueError, naming the numbers, for configs that cannot work."""
+        del data_size
         self.network.validate()
         if not 0.0 <= self.discount <= 1.0:
             raise ValueError(f"algo.discount={self.discount} must lie in [0, 1]")
@@ -63,19 +65,21 @@ class ImpalaConfig:
         if self.max_abs_reward <= 0:
             raise ValueError(f"algo.max_abs_reward={self.max_abs_reward} must be > 0")
         n = self.num_sgd_steps_per_step
-        per_device = arch.num_envs // num_devices
+        per_device = layout.envs_per_device
         if n < 1 or per_device % n:
             raise ValueError(
                 f"algo.num_sgd_steps_per_step={n} must be >= 1 and divide the "
-                f"{per_device} environments per device (arch.num_envs={arch.num_envs} over "
-                f"{num_devices} devices)"
+                f"{per_device} environments per device (arch.num_envs={layout.num_envs} over "
+                f"{layout.num_devices} devices)"
             )
+        learning.check_discrete("IMPALA here", spec)
 
 
 class ImpalaState(struct.PyTreeNode):
     params: Params
     opt_state: optax.OptState
-    steps: jax.Array  # int32 [], SGD steps taken
+    sgd_steps: jax.Array  # int32 [], SGD steps taken
+    replay: tuple = ()  # on-policy: none
 
 
 def impala_loss(
@@ -100,23 +104,17 @@ def impala_loss(
     first = jnp.concatenate([traj.first, jnp.zeros_like(traj.first[:1])])
     (logits, values), cores = network.unroll(params, obs, first, core)  # [T+1, B, A], [T+1, B]
 
-    # A truncated step bootstraps from V(final_obs): fold it into the reward and stop the trace.
-    # Rare, so it only costs a forward pass when some step in the rollout was truncated.
-    truncated = traj.truncated.astype(jnp.float32)
-
-    def final_values():
-        cores_t = jax.tree.map(lambda c: c[:num_steps], cores)  # state after o_t
+    def final_values():  # V(final_obs_t), with the core state after o_t
+        cores_t = jax.tree.map(lambda c: c[:num_steps], cores)
         (_, v), _ = jax.vmap(network.apply, in_axes=(None, 0, 0, 0))(
             params, traj.final_obs, cores_t, jnp.zeros_like(traj.first)
         )
         return v
 
-    v_final = jax.lax.stop_gradient(
-        jax.lax.cond(jnp.any(traj.truncated), final_values, lambda: jnp.zeros_like(values[1:]))
-    )
     r_t = jnp.clip(traj.reward, -cfg.max_abs_reward, cfg.max_abs_reward)
-    r_t = r_t + cfg.discount * truncated * v_final
-    discount_t = cfg.discount * (1.0 - traj.terminated) * (1.0 - truncated)
+    r_t, discount_t = learning.bootstrap_truncation(
+        r_t, cfg.discount, traj.terminated, traj.truncated, final_values
+    )
 
     rho_tm1 = distrax.importance_sampling_ratios(
         distrax.Categorical(logits[:-1]), distrax.Categorical(traj.extras["logits"]), traj.action
@@ -155,27 +153,18 @@ def split_minibatches(traj: Transition, num: int) -> Transition:
     return jax.tree.map(split, traj)
 
 
-def make_optimizer(cfg: ImpalaConfig) -> optax.GradientTransformation:
-    return optax.chain(
-        optax.clip_by_global_norm(cfg.max_grad_norm),
-        optax.adam(cfg.learning_rate, b1=cfg.adam_b1, b2=cfg.adam_b2, eps=cfg.adam_eps),
-    )
-
-
 def make_impala(cfg: ImpalaConfig, spec: EnvSpec, layout: Layout | None = None) -> Algorithm:
     """IMPALA for a discrete-action environment described by `spec` (any `layout`)."""
     del layout
-    if not spec.discrete:
-        raise ValueError(
-            f"IMPALA here supports discrete actions only; {spec.name} has continuous actions "
-            f"of shape {spec.action_shape}"
-        )
+    learning.check_discrete("IMPALA here", spec)
     network = make_network(cfg.network, spec, PolicyValueHead(spec.num_actions))
-    optimizer = make_optimizer(cfg)
+    optimizer = learning.make_optimizer(
+        cfg.learning_rate, cfg.max_grad_norm, b1=cfg.adam_b1, b2=cfg.adam_b2, eps=cfg.adam_eps
+    )
 
     def init(key: jax.Array) -> ImpalaState:
         params = network.init(key)
-        return ImpalaState(params, optimizer.init(params), jnp.int32(0))
+        return ImpalaState(params=params, opt_state=optimizer.init(params), sgd_steps=jnp.int32(0))
 
     def init_actor(key: jax.Array, num_envs: int):
         del key
@@ -190,12 +179,10 @@ def make_impala(cfg: ImpalaConfig, spec: EnvSpec, layout: Layout | None = None) 
         return action, new_core, {"logits": logits, "core": core}
 
     def sgd_step(state: ImpalaState, minibatch: Transition):
-        grads, metrics = jax.grad(impala_loss, has_aux=True)(state.params, network, minibatch, cfg)
-        grads = devices.pmean(grads)
-        updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
-        params = optax.apply_updates(state.params, updates)
-        metrics["grad_norm"] = optax.global_norm(grads)
-        return ImpalaState(params, opt_state, state.steps + 1), metrics
+        state, metrics, grad_norm = learning.sgd_step(
+            state, impala_loss, optimizer, network, minibatch, cfg
+        )
+        return state, {**metrics, "grad_norm": grad_norm}
 
     def update(state: ImpalaState, traj: Transition, key: jax.Array):
         del key  # V-trace is deterministic and minibatches are a fixed split.

@@ -23,9 +23,9 @@ import jax.numpy as jnp
 import optax
 import rlax
 
+from algorithms import learning
 from algorithms import replay as replay_lib
 from algorithms.networks import Network, NetworkConfig, make_network
-from anakin import devices
 from anakin.config import ArchConfig
 from anakin.types import Algorithm, Layout, Metrics, Params, Transition
 from envs import EnvSpec
@@ -92,25 +92,22 @@ class R2D2Config:
     def sequence_length(self) -> int:
         return self.burn_in_length + self.trace_length + 1
 
-    def sequences_per_update(self, arch: ArchConfig) -> float:
+    def sequences_per_update(self, layout: Layout) -> float:
         """Sequences completed per learner update, over all devices."""
-        return arch.num_envs * arch.rollout_length / self.sequence_period
+        return layout.num_envs * layout.rollout_length / self.sequence_period
 
-    def sgd_steps_per_update(self, arch: ArchConfig) -> int:
+    def sgd_steps_per_update(self, layout: Layout) -> int:
         """SGD steps per rollout that best match `samples_per_insert`."""
-        return round(self.samples_per_insert * self.sequences_per_update(arch) / self.batch_size)
+        return round(self.samples_per_insert * self.sequences_per_update(layout) / self.batch_size)
 
     def replay_layout(self, layout: Layout) -> replay_lib.ReplayLayout:
-        slots = self.replay_capacity // layout.num_envs
-        return replay_lib.ReplayLayout(
-            num_envs=layout.envs_per_device,
-            capacity=slots * self.sequence_period,
-            length=self.sequence_length,
-            period=self.sequence_period,
+        return replay_lib.sequence_layout(
+            layout, self.replay_capacity, self.sequence_length, self.sequence_period
         )
 
-    def validate(self, arch: ArchConfig, num_devices: int) -> None:
+    def validate(self, layout: Layout, spec: EnvSpec, data_size: int | None = None) -> None:
         """Raises ValueError, naming the numbers, for configs that cannot work."""
+        del data_size
         self.network.validate()
         for name in (
             "trace_length",
@@ -129,53 +126,25 @@ class R2D2Config:
             raise ValueError(f"algo.discount={self.discount} must lie in [0, 1]")
         if self.samples_per_insert <= 0:
             raise ValueError(f"algo.samples_per_insert={self.samples_per_insert} must be > 0")
-        if self.batch_size % num_devices:
-            raise ValueError(
-                f"algo.batch_size={self.batch_size} does not divide over {num_devices} devices; "
-                f"use a multiple of {num_devices}"
-            )
-        if self.replay_capacity % arch.num_envs:
-            raise ValueError(
-                f"algo.replay_capacity={self.replay_capacity} sequences do not divide over "
-                f"arch.num_envs={arch.num_envs} environments ({num_devices} devices); use a "
-                f"multiple of {arch.num_envs}, e.g. "
-                f"{max(1, self.replay_capacity // arch.num_envs) * arch.num_envs}"
-            )
-        layout = self.replay_layout(Layout(arch.num_envs, num_devices, arch.rollout_length))
-        need = self.sequence_length + arch.rollout_length
-        if layout.capacity < need:
-            slots = math.ceil(need / self.sequence_period)
-            raise ValueError(
-                f"replay too small for its sequences: each environment's ring holds "
-                f"algo.replay_capacity / arch.num_envs = {self.replay_capacity // arch.num_envs} "
-                f"slots x sequence_period {self.sequence_period} = {layout.capacity} steps, but "
-                f"burn_in + trace + 1 = {self.sequence_length} steps plus one rollout of "
-                f"{arch.rollout_length} need {need}; raise algo.replay_capacity to >= "
-                f"{slots * arch.num_envs} or shorten the sequences"
-            )
-        most = layout.max_sequences * num_devices
-        if self.min_replay_size > most:
-            raise ValueError(
-                f"algo.min_replay_size={self.min_replay_size} can never be reached: the replay "
-                f"holds at most {most} complete sequences (algo.replay_capacity="
-                f"{self.replay_capacity} minus those still being written)"
-            )
-        if self.batch_size > self.min_replay_size:
-            raise ValueError(
-                f"algo.batch_size={self.batch_size} is larger than algo.min_replay_size="
-                f"{self.min_replay_size}: the first batches would repeat sequences; raise "
-                f"min_replay_size to >= {self.batch_size} or lower batch_size"
-            )
-        if self.sgd_steps_per_update(arch) < 1:
-            ratio = self.samples_per_insert * self.sequences_per_update(arch) / self.batch_size
+        replay_lib.check_sizes(
+            layout,
+            capacity=self.replay_capacity,
+            length=self.sequence_length,
+            period=self.sequence_period,
+            min_size=self.min_replay_size,
+            batch_size=self.batch_size,
+        )
+        if self.sgd_steps_per_update(layout) < 1:
+            ratio = self.samples_per_insert * self.sequences_per_update(layout) / self.batch_size
             raise ValueError(
                 f"algo.samples_per_insert={self.samples_per_insert} with "
-                f"{self.sequences_per_update(arch):g} sequences per rollout "
-                f"(arch.num_envs={arch.num_envs} x arch.rollout_length={arch.rollout_length} / "
-                f"sequence_period={self.sequence_period}) and batch_size={self.batch_size} "
-                f"gives {ratio:.2f} SGD steps per rollout; raise samples_per_insert, num_envs or "
-                "rollout_length"
+                f"{self.sequences_per_update(layout):g} sequences per rollout "
+                f"(arch.num_envs={layout.num_envs} x arch.rollout_length="
+                f"{layout.rollout_length} / sequence_period={self.sequence_period}) and "
+                f"batch_size={self.batch_size} gives {ratio:.2f} SGD steps per rollout; raise "
+                "samples_per_insert, num_envs or rollout_length"
             )
+        learning.check_discrete("R2D2", spec)
 
 
 class R2D2State(struct.PyTreeNode):
@@ -183,7 +152,7 @@ class R2D2State(struct.PyTreeNode):
     target_params: Params
     opt_state: optax.OptState
     replay: replay_lib.SequenceReplay
-    steps: jax.Array  # int32 [], SGD steps taken
+    sgd_steps: jax.Array  # int32 [], SGD steps taken
 
 
 class R2D2Actor(struct.PyTreeNode):
@@ -256,8 +225,8 @@ def r2d2_loss(
     target_q, target_cores = network.unroll(target_params, data.obs, data.first, target_core)
     tx = rlax.SIGNED_HYPERBOLIC_PAIR
 
-    # A truncated step bootstraps from its final observation (double Q, like every other step):
-    # folded into the reward, in untransformed units, with the discount then cut.
+    # A truncated step bootstraps from its final observation (double Q, like every other step),
+    # in untransformed units.
     def final_values():
         def q(p, cores):
             out, _ = jax.vmap(network.apply, in_axes=(None, 0, 0, 0))(
@@ -271,15 +240,12 @@ def r2d2_loss(
         select = jnp.argmax(q(params, online_cores), axis=-1)
         return tx.apply_inv(rlax.batched_index(q(target_params, target_cores), select))
 
-    truncated = data.truncated[:-1].astype(jnp.float32)
-    v_final = jax.lax.stop_gradient(
-        jax.lax.cond(jnp.any(data.truncated[:-1]), final_values, lambda: jnp.zeros_like(truncated))
-    )
     rewards = data.reward[:-1]
     if cfg.clip_rewards:
         rewards = jnp.clip(rewards, -cfg.max_abs_reward, cfg.max_abs_reward)
-    rewards = rewards + cfg.discount * truncated * v_final
-    discounts = cfg.discount * (1.0 - data.terminated[:-1]) * (1.0 - truncated)
+    rewards, discounts = learning.bootstrap_truncation(
+        rewards, cfg.discount, data.terminated[:-1], data.truncated[:-1], final_values
+    )
 
     selector = jnp.argmax(online_q, axis=-1)
     td = jax.vmap(
@@ -299,27 +265,15 @@ def r2d2_loss(
     return loss, (priorities, metrics)
 
 
-def make_optimizer(cfg: R2D2Config) -> optax.GradientTransformation:
-    return optax.chain(
-        optax.clip_by_global_norm(cfg.max_grad_norm),
-        optax.adam(cfg.learning_rate, eps=cfg.adam_eps),
-    )
-
-
 def make_r2d2(cfg: R2D2Config, spec: EnvSpec, layout: Layout) -> Algorithm:
     """R2D2 for a discrete-action environment, with `layout` sizing each device's replay."""
-    if not spec.discrete:
-        raise ValueError(
-            f"R2D2 needs discrete actions; {spec.name} has continuous actions of "
-            f"shape {spec.action_shape}"
-        )
+    learning.check_discrete("R2D2", spec)
     network = make_network(cfg.network, spec, QHead(spec.num_actions, cfg.dueling))
-    optimizer = make_optimizer(cfg)
+    optimizer = learning.make_optimizer(cfg.learning_rate, cfg.max_grad_norm, eps=cfg.adam_eps)
     replay_layout = cfg.replay_layout(layout)
     batch = cfg.batch_size // layout.num_devices
     min_size = math.ceil(cfg.min_replay_size / layout.num_devices)
-    arch = ArchConfig(num_envs=layout.num_envs, rollout_length=layout.rollout_length)
-    sgd_steps = cfg.sgd_steps_per_update(arch)
+    sgd_steps = cfg.sgd_steps_per_update(layout)
 
     def init(key: jax.Array) -> R2D2State:
         params = network.init(key)
@@ -339,7 +293,7 @@ def make_r2d2(cfg: R2D2Config, spec: EnvSpec, layout: Layout) -> Algorithm:
             target_params=params,
             opt_state=optimizer.init(params),
             replay=replay_lib.init(replay_layout, step, core, cfg.priority_exponent),
-            steps=jnp.int32(0),
+            sgd_steps=jnp.int32(0),
         )
 
     def init_actor(key: jax.Array, num_envs: int) -> R2D2Actor:
@@ -360,42 +314,38 @@ def make_r2d2(cfg: R2D2Config, spec: EnvSpec, layout: Layout) -> Algorithm:
     def sgd_step(state: R2D2State, key: jax.Array):
         sample = replay_lib.sample(state.replay, replay_layout, key, batch)
         weights = replay_lib.importance_weights(sample, cfg.importance_sampling_exponent)
-        grads, (priorities, metrics) = jax.grad(r2d2_loss, has_aux=True)(
-            state.params, state.target_params, network, sample.steps, sample.core, weights, cfg
+        state, (priorities, metrics), grad_norm = learning.sgd_step(
+            state,
+            r2d2_loss,
+            optimizer,
+            state.target_params,
+            network,
+            sample.steps,
+            sample.core,
+            weights,
+            cfg,
         )
-        grads = devices.pmean(grads)
-        updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
-        params = optax.apply_updates(state.params, updates)
-        steps = state.steps + 1
         target_params = optax.periodic_update(
-            params, state.target_params, steps, cfg.target_update_period
+            state.params, state.target_params, state.sgd_steps, cfg.target_update_period
         )
         replay = replay_lib.update_priorities(state.replay, replay_layout, sample, priorities)
-        metrics["grad_norm"] = optax.global_norm(grads)
-        return state.replace(
-            params=params,
-            target_params=target_params,
-            opt_state=opt_state,
-            replay=replay,
-            steps=steps,
-        ), metrics
+        return state.replace(target_params=target_params, replay=replay), {
+            **metrics,
+            "grad_norm": grad_norm,
+        }
 
     def update(state: R2D2State, traj: Transition, key: jax.Array):
         replay = replay_lib.insert(state.replay, replay_layout, traj, traj.extras["core"])
         state = state.replace(replay=replay)
         # Each device samples its own shard; every device holds the same number of sequences,
         # so all take the same branch below and the pmean inside it always meets its peers.
-        keys = jax.random.split(jax.random.fold_in(key, devices.axis_index()), sgd_steps)
+        keys = jax.random.split(learning.device_key(key), sgd_steps)
 
         def learn(state):
             state, metrics = jax.lax.scan(sgd_step, state, keys)
-            return state, {**jax.tree.map(jnp.mean, metrics), "learning": jnp.float32(1.0)}
+            return state, jax.tree.map(jnp.mean, metrics)
 
-        def wait(state):
-            shapes = jax.eval_shape(learn, state)[1]
-            return state, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
-
-        state, metrics = jax.lax.cond(replay_lib.size(replay) >= min_size, learn, wait, state)
+        state, metrics = learning.when_ready(replay_lib.size(replay) >= min_size, learn, state)
         metrics["replay_size"] = replay_lib.size(state.replay).astype(jnp.float32)
         return state, metrics
 

@@ -23,13 +23,14 @@ build, and an invalid slot is never sampled.
 
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 from flax import struct
 
-from anakin.types import Transition
+from anakin.types import Layout, Transition
 
 MIN_PRIORITY = 1e-6  # valid slots never drop to 0, which marks "not sampleable"
 
@@ -56,6 +57,58 @@ class ReplayLayout(NamedTuple):
     def tree_depth(self) -> int:
         """Levels of the sum tree above its leaves (one leaf per slot, padded)."""
         return tree_depth(self.num_envs * self.slots)
+
+
+def sequence_layout(layout: Layout, capacity: int, length: int, period: int) -> ReplayLayout:
+    """One device's replay for `capacity` sequences over all devices (capacity / num_envs
+    slots per environment), sequences of `length` steps starting every `period` steps."""
+    slots = capacity // layout.num_envs
+    return ReplayLayout(
+        num_envs=layout.envs_per_device, capacity=slots * period, length=length, period=period
+    )
+
+
+def check_sizes(
+    layout: Layout, *, capacity: int, length: int, period: int, min_size: int, batch_size: int
+) -> None:
+    """Raises ValueError, naming the config fields (algo.replay_capacity, algo.min_replay_size,
+    algo.batch_size), when a replay of these sizes cannot work on `layout`."""
+    num_envs, num_devices = layout.num_envs, layout.num_devices
+    if batch_size % num_devices:
+        raise ValueError(
+            f"algo.batch_size={batch_size} does not divide over {num_devices} devices; "
+            f"use a multiple of {num_devices}"
+        )
+    if capacity % num_envs:
+        raise ValueError(
+            f"algo.replay_capacity={capacity} sequences do not divide over "
+            f"arch.num_envs={num_envs} environments ({num_devices} devices); use a "
+            f"multiple of {num_envs}, e.g. {max(1, capacity // num_envs) * num_envs}"
+        )
+    replay = sequence_layout(layout, capacity, length, period)
+    need = length + layout.rollout_length
+    if replay.capacity < need:
+        slots = math.ceil(need / period)
+        raise ValueError(
+            f"replay too small for its sequences: each environment's ring holds "
+            f"algo.replay_capacity / arch.num_envs = {capacity // num_envs} slots x period "
+            f"{period} = {replay.capacity} steps, but a sequence of {length} steps plus one "
+            f"rollout of {layout.rollout_length} need {need}; raise algo.replay_capacity to >= "
+            f"{slots * num_envs} or shorten the sequences"
+        )
+    most = replay.max_sequences * num_devices
+    if min_size > most:
+        raise ValueError(
+            f"algo.min_replay_size={min_size} can never be reached: the replay holds at most "
+            f"{most} complete sequences (algo.replay_capacity={capacity} minus those still "
+            "being written)"
+        )
+    if batch_size > min_size:
+        raise ValueError(
+            f"algo.batch_size={batch_size} is larger than algo.min_replay_size={min_size}: the "
+            f"first batches would repeat sequences; raise min_replay_size to >= {batch_size} or "
+            "lower batch_size"
+        )
 
 
 class SequenceReplay(struct.PyTreeNode):

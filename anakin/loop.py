@@ -65,6 +65,29 @@ def all_finite(tree: Any) -> jax.Array:
     return jnp.all(jnp.stack(checks)) if checks else jnp.bool_(True)
 
 
+class LoopMetrics(NamedTuple):
+    """The loop's own numbers for one program call, kept apart from the algorithm's metrics."""
+
+    finite: jax.Array  # bool [], every parameter is finite after the call
+    episodes: jax.Array  # int32 [], episodes completed during the call (all devices)
+    episode_return_sum: jax.Array  # float32 [], summed over those episodes
+    episode_length_sum: jax.Array  # int32 []
+
+
+def call_metrics(learner_metrics: Metrics, learner: Any, sums: EpisodeSums) -> dict[str, Any]:
+    """What a program call returns: {"learner": the algorithm's metrics (means over the call),
+    "loop": `LoopMetrics`}."""
+    # One cheap on-device check per call, so the host can stop a diverged run before it
+    # checkpoints NaNs.
+    loop_metrics = LoopMetrics(
+        finite=all_finite(learner.params),
+        episodes=sums.count,
+        episode_return_sum=sums.return_sum,
+        episode_length_sum=sums.length_sum,
+    )
+    return {"learner": learner_metrics, "loop": loop_metrics}
+
+
 def _split_env_keys(keys: jax.Array, num: int) -> tuple[jax.Array, ...]:
     """[B, 2] -> `num` arrays [B, 2]: each environment's key chain advances on its own."""
     split = jax.vmap(lambda k: jax.random.split(k, num))(keys)  # [B, num, 2]
@@ -290,15 +313,7 @@ def make_program(
         state, (metrics, sums) = jax.lax.scan(update_step, state, length=updates_per_call)
         metrics = dev.pmean(jax.tree.map(jnp.mean, metrics))
         sums = dev.psum(jax.tree.map(jnp.sum, sums))
-        # One cheap on-device check per call, so the host can stop a diverged run before it
-        # checkpoints NaNs.
-        metrics["finite"] = all_finite(getattr(state.learner, "params", state.learner))
-        return state, {
-            **metrics,
-            "episodes": sums.count,
-            "episode_return_sum": sums.return_sum,
-            "episode_length_sum": sums.length_sum,
-        }
+        return state, call_metrics(metrics, state.learner, sums)
 
     init_one = jax.jit(lambda key, hp: make_init_global(build(hp), env, env_params, num_envs)(key))
 
@@ -551,14 +566,8 @@ def make_offline_program(
             step, (learner, learner_key), length=updates_per_call
         )
         metrics = dev.pmean(jax.tree.map(jnp.mean, metrics))
-        metrics["finite"] = all_finite(getattr(learner, "params", learner))
-        zero = jnp.int32(0)
-        metrics = {
-            **metrics,
-            "episodes": zero,
-            "episode_return_sum": jnp.float32(0),
-            "episode_length_sum": zero,
-        }
+        no_episodes = EpisodeSums(jnp.int32(0), jnp.float32(0.0), jnp.int32(0))
+        metrics = call_metrics(metrics, learner, no_episodes)
         return (learner, learner_key, update_step + updates_per_call), metrics
 
     def train(state: OfflineState):

@@ -138,7 +138,7 @@ def setup(algo_name: str, cfg: TrainConfig) -> Setup:
                 "one with `anakin collect RUN_DIR --out FILE`)"
             )
         data = dataset_lib.load(cfg.dataset, spec)  # DatasetError is a ValueError
-        check_runs(lambda c: c.validate(len(devices), data.num_steps, spec))
+        check_runs(lambda c: c.validate(layout, spec, data.num_steps))
         build = make_build(entry, cfg, spec, layout)
         program = loop.make_offline_program(
             build,
@@ -147,16 +147,13 @@ def setup(algo_name: str, cfg: TrainConfig) -> Setup:
             devices=devices,
             runs=runs,
         )
-        steps_per_call = (
-            cfg.algo.batch_size * cfg.algo.num_sgd_steps_per_step * cfg.arch.updates_per_call
-        )
         dataset_meta = data.meta
     else:
         if cfg.dataset:
             raise ValueError(
                 f"--dataset is for offline algorithms; {algo_name} learns from its own rollouts"
             )
-        check_runs(lambda c: c.validate(cfg.arch, len(devices)))
+        check_runs(lambda c: c.validate(layout, spec))
         build = make_build(entry, cfg, spec, layout)
         program = loop.make_program(
             build,
@@ -168,7 +165,7 @@ def setup(algo_name: str, cfg: TrainConfig) -> Setup:
             devices=devices,
             runs=runs,
         )
-        steps_per_call = cfg.arch.env_steps_per_call
+    steps_per_call = entry.samples_per_update(cfg.algo, layout) * cfg.arch.updates_per_call
     algorithm = build({})
     evaluate = None
     if cfg.eval.episodes:
@@ -255,8 +252,9 @@ def memory_per_device(state: RunnerState) -> dict[str, int]:
         return sum(x.nbytes // x.shape[0] for x in jax.tree.leaves(tree))
 
     out = {"state_bytes": per_device(state)}
-    if hasattr(state.learner, "replay"):
-        out["replay_bytes"] = per_device(state.learner.replay)
+    replay = per_device(state.learner.replay)
+    if replay:
+        out["replay_bytes"] = replay
     return out
 
 
@@ -271,11 +269,11 @@ def _mean_or_none(total: float, count: int) -> float | None:
     return float(total) / count if count else None
 
 
-def _episode_stats(metrics: dict[str, Any]) -> dict[str, Any]:
-    """Pops the episode sums of one run's metrics; returns count and means."""
-    episodes = metrics.pop("episodes")
-    ret_sum = metrics.pop("episode_return_sum")
-    len_sum = metrics.pop("episode_length_sum")
+def _episode_stats(loop_metrics: Any) -> dict[str, Any]:
+    """Episode count and means of one run's `loop.LoopMetrics`."""
+    episodes = int(loop_metrics.episodes)
+    ret_sum = float(loop_metrics.episode_return_sum)
+    len_sum = int(loop_metrics.episode_length_sum)
     return {
         "episodes": episodes,
         "mean_return": _mean_or_none(ret_sum, episodes),
@@ -299,8 +297,8 @@ def _call_record(
 ) -> tuple[dict[str, Any], list[bool]]:
     """One metrics.jsonl record (means over runs, with a `per_run` list when there are
     several) and whether each run's parameters are finite."""
-    metrics = dict(metrics)
-    finite = metrics.pop("finite")
+    loop_metrics, metrics = metrics["loop"], metrics["learner"]
+    finite = loop_metrics.finite
     head = {
         "call": call,
         "env_steps": (call + 1) * per_call,
@@ -309,7 +307,7 @@ def _call_record(
         "sps": per_call / elapsed,
     }
     if runs is None:
-        return {**head, **_episode_stats(metrics), **metrics}, [bool(finite)]
+        return {**head, **_episode_stats(loop_metrics), **metrics}, [bool(finite)]
     head["sps_all_runs"] = head["sps"] * runs.num
     per_run = []
     for r in range(runs.num):
@@ -318,7 +316,7 @@ def _call_record(
             {
                 "seed": runs.seeds[r],
                 **{f"algo.{k}": v for k, v in runs.of(r).items()},
-                **_episode_stats(m),
+                **_episode_stats(jax.tree.map(lambda x, r=r: x[r], loop_metrics)),
                 **m,
             }
         )
@@ -551,7 +549,11 @@ def train(
         for call in range(first_call, num_calls):
             t0 = time.monotonic()
             state, metrics = train_step(state)
-            metrics = logger.to_record(dev.unreplicate(metrics))  # waits for the call
+            metrics = dev.unreplicate(metrics)  # waits for the call
+            metrics = {
+                "learner": logger.to_record(metrics["learner"]),
+                "loop": jax.tree.map(np.asarray, metrics["loop"]),
+            }
             elapsed = time.monotonic() - t0
             train_time += elapsed
             record, finite = _call_record(

@@ -207,8 +207,8 @@ def impala_program(num_envs: int, updates: int):
 
     def last_return() -> float | None:
         m = holder["metrics"]
-        episodes = float(np.asarray(m["episodes"]).reshape(-1)[0])
-        total = float(np.asarray(m["episode_return_sum"]).reshape(-1)[0])
+        episodes = float(np.asarray(m["loop"].episodes).reshape(-1)[0])
+        total = float(np.asarray(m["loop"].episode_return_sum).reshape(-1)[0])
         return total / episodes if episodes else None
 
     return call, last_return, compile_s

@@ -148,15 +148,15 @@ def test_bc_loss_on_a_real_network_has_finite_gradients(loss):
 def test_config_errors_name_the_numbers():
     cfg = BCConfig(batch_size=30)
     with pytest.raises(ValueError, match=r"batch_size=30 does not divide over 4 devices"):
-        cfg.validate(4, 1000)
+        cfg.validate(Layout(8, 4, 1), DISCRETE, 1000)
     with pytest.raises(ValueError, match=r"64 per device, more than the 50 steps each device"):
-        BCConfig(batch_size=256).validate(4, 203)
+        BCConfig(batch_size=256).validate(Layout(8, 4, 1), DISCRETE, 203)
     with pytest.raises(ValueError, match=r"dataset is empty"):
-        BCConfig().validate(4, 0)
+        BCConfig().validate(Layout(8, 4, 1), DISCRETE, 0)
     with pytest.raises(ValueError, match=r"lstm_size=32: BC here is feed-forward"):
-        BCConfig(network=NetworkConfig(lstm_size=32)).validate(4)
+        BCConfig(network=NetworkConfig(lstm_size=32)).validate(Layout(8, 4, 1), DISCRETE)
     with pytest.raises(ValueError, match=r"algo.loss='mse' needs continuous actions; Toy-v0"):
-        BCConfig(loss="mse").validate(4, 1000, DISCRETE)
+        BCConfig(loss="mse").validate(Layout(8, 4, 1), DISCRETE, 1000)
     with pytest.raises(ValueError, match=r"base_loss='mse' \(of algo.loss='peerbc'\)"):
         make_bc(BCConfig(loss="peerbc", base_loss="mse"), DISCRETE, Layout(8, 4, 1))
     with pytest.raises(ValueError, match=r"rcal.*needs discrete actions; Box-v0"):
@@ -164,9 +164,9 @@ def test_config_errors_name_the_numbers():
     with pytest.raises(ValueError, match=r"tanh_squash=True needs finite action bounds"):
         BCConfig().validate_spec(BOX._replace(action_low=None, action_high=None))
     with pytest.raises(ValueError, match=r"algo.loss='huber'"):
-        BCConfig(loss="huber").validate(1)
+        BCConfig(loss="huber").validate(Layout(1, 1, 1), DISCRETE)
     for name, (cfg, arch) in PRESETS.items():
-        cfg.validate(NUM_DEVICES, 4096, DISCRETE)
+        cfg.validate(Layout(8, 4, 1), DISCRETE, 4096)
         assert arch.num_envs % NUM_DEVICES == 0, name
 
 
@@ -176,7 +176,7 @@ def test_config_errors_name_the_numbers():
 def train(steps: dataset.Steps, spec: EnvSpec, cfg: BCConfig, calls: int):
     """`calls` learner updates on 4 devices; returns (algo, host state, per-device metrics)."""
     devices = dev.select(NUM_DEVICES)
-    cfg.validate(NUM_DEVICES, steps.reward.shape[0], spec)
+    cfg.validate(Layout(8, NUM_DEVICES, 1), spec, steps.reward.shape[0])
     algo = make_bc(cfg, spec, Layout(num_envs=8, num_devices=NUM_DEVICES, rollout_length=1))
     state = dev.replicate(algo.init(jax.random.PRNGKey(0)), devices)
     data = dev.shard(dataset.split_for_devices(steps, NUM_DEVICES), devices)
@@ -204,7 +204,7 @@ def test_update_on_devices_counts_steps_and_samples_per_device_minibatches():
     # Every device holds the same shard, so only their keys can make their minibatches differ.
     same = jax.tree.map(lambda x: np.concatenate([x] * NUM_DEVICES), one_shard)
     _, state, metrics = train(same, DISCRETE, cfg, calls=1)
-    assert int(state.steps) == cfg.num_sgd_steps_per_step
+    assert int(state.sgd_steps) == cfg.num_sgd_steps_per_step
     assert len(set(np.round(metrics["loss"], 6))) == NUM_DEVICES, metrics["loss"]
     np.testing.assert_allclose(metrics["grad_norm"], metrics["grad_norm"][0])  # after pmean
 

@@ -66,8 +66,10 @@ def test_state_shapes(runs):
     if lstm:
         assert all(c.shape == (4, per_device, lstm) for c in state.actor)
     for m in history:
-        assert m["loss"].shape == (4,)
-        np.testing.assert_array_equal(m["loss"], m["loss"][0])  # metrics agree across devices
+        assert m["learner"]["loss"].shape == (4,)
+        np.testing.assert_array_equal(
+            m["learner"]["loss"], m["learner"]["loss"][0]
+        )  # metrics agree across devices
 
 
 def test_params_identical_on_every_device(runs):
@@ -96,8 +98,8 @@ def test_one_device_equals_four_devices(runs):
         atol=1e-6,
     )
     for a, b in zip(h4, h1, strict=True):
-        np.testing.assert_allclose(a["loss"][0], b["loss"][0], rtol=1e-4)
-        assert a["episodes"][0] == b["episodes"][0]
+        np.testing.assert_allclose(a["learner"]["loss"][0], b["learner"]["loss"][0], rtol=1e-4)
+        assert a["loop"].episodes[0] == b["loop"].episodes[0]
 
 
 def test_num_envs_must_divide_over_devices():

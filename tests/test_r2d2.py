@@ -21,7 +21,7 @@ from algorithms.r2d2 import (
 from anakin import devices as dev
 from anakin import loop, runner
 from anakin.config import ArchConfig, EvalConfig, TrainConfig
-from anakin.types import Transition
+from anakin.types import Layout, Transition
 
 TX = rlax.SIGNED_HYPERBOLIC_PAIR
 
@@ -164,7 +164,7 @@ def test_target_network_changes_exactly_every_period_and_params_agree():
     for _ in range(12):
         state, _ = program.train(state)
         learner = dev.unreplicate(state.learner)
-        steps = int(learner.steps)
+        steps = int(learner.sgd_steps)
         changed = any(
             not np.array_equal(a, b)
             for a, b in zip(
@@ -198,6 +198,9 @@ def test_epsilons_follow_the_global_environment_index():
     np.testing.assert_allclose(eps1, ape_x_epsilons(8, 0.4, 7.0), rtol=1e-6)
 
 
+CARTPOLE_SPEC = envs.EnvSpec.of_array("CartPole-v1", (4,), np.float32, 2)
+
+
 def arch(**kw):
     return dataclasses.replace(ArchConfig(num_envs=8, rollout_length=8), **kw)
 
@@ -208,7 +211,7 @@ def arch(**kw):
         (
             dict(burn_in_length=40, trace_length=80, replay_capacity=64),
             {},
-            "burn_in + trace + 1 = 121 steps plus one rollout of 8 need 129",
+            "a sequence of 121 steps plus one rollout of 8 need 129",
         ),
         (dict(batch_size=6), {}, "algo.batch_size=6 does not divide over 4 devices"),
         (
@@ -238,7 +241,8 @@ def test_configs_that_cannot_work_are_refused(changes, arch_changes, message):
         **changes,
     )
     with pytest.raises(ValueError) as e:
-        cfg.validate(arch(**arch_changes), 4)
+        a = arch(**arch_changes)
+        cfg.validate(Layout(a.num_envs, 4, a.rollout_length), CARTPOLE_SPEC)
     assert message in str(e.value)
 
 

@@ -1,0 +1,168 @@
+"""Learning steps every algorithm shares, written once: optimiser, SGD step, per-device keys,
+the truncation bootstrap, the replay warm-up and a device-count-independent shuffle.
+
+All of them run inside the compiled Anakin program (`anakin.devices.pmap`); gradients are
+averaged over devices here, so an algorithm never spells an axis name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from anakin import devices
+from envs import EnvSpec
+
+S = TypeVar("S")
+
+
+def check_discrete(who: str, spec: EnvSpec) -> None:
+    """ValueError naming the environment when its actions are not discrete."""
+    if not spec.discrete:
+        raise ValueError(
+            f"{who} supports discrete actions only; {spec.name} has continuous actions "
+            f"of shape {spec.action_shape}"
+        )
+
+
+def make_optimizer(
+    learning_rate: float | jax.Array,
+    max_grad_norm: float | jax.Array = float("inf"),
+    *,
+    b1: float | jax.Array = 0.9,
+    b2: float | jax.Array = 0.999,
+    eps: float | jax.Array = 1e-8,
+) -> optax.GradientTransformation:
+    """Global-norm gradient clipping, then Adam (optax's defaults unless given)."""
+    return optax.chain(
+        optax.clip_by_global_norm(max_grad_norm),
+        optax.adam(learning_rate, b1=b1, b2=b2, eps=eps),
+    )
+
+
+def apply_gradients(
+    loss_fn: Callable[..., tuple[jax.Array, Any]],
+    optimizer: optax.GradientTransformation,
+    params: Any,
+    opt_state: optax.OptState,
+    *loss_args: Any,
+) -> tuple[Any, optax.OptState, Any, jax.Array]:
+    """One SGD step on `loss_fn(params, *loss_args) -> (loss, aux)`.
+
+    Gradients are averaged over devices (`devices.pmean`) before the optimiser sees them, so
+    every device applies the same update.
+
+    Returns:
+      (params, opt_state, aux, grad_norm): grad_norm is the global norm of the averaged
+      gradients, before clipping.
+    """
+    grads, aux = jax.grad(loss_fn, has_aux=True)(params, *loss_args)
+    grads = devices.pmean(grads)
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    params = optax.apply_updates(params, updates)
+    return params, opt_state, aux, optax.global_norm(grads)
+
+
+def sgd_step(
+    state: S,
+    loss_fn: Callable[..., tuple[jax.Array, Any]],
+    optimizer: optax.GradientTransformation,
+    *loss_args: Any,
+) -> tuple[S, Any, jax.Array]:
+    """`apply_gradients` on a learner state with `params`, `opt_state` and `sgd_steps` fields;
+    counts the step. Returns (state, aux, grad_norm)."""
+    params, opt_state, aux, grad_norm = apply_gradients(
+        loss_fn, optimizer, state.params, state.opt_state, *loss_args
+    )
+    state = state.replace(params=params, opt_state=opt_state, sgd_steps=state.sgd_steps + 1)
+    return state, aux, grad_norm
+
+
+def device_key(key: jax.Array) -> jax.Array:
+    """A key of this device's own (e.g. to sample its replay shard), from one shared by all."""
+    return jax.random.fold_in(key, devices.axis_index())
+
+
+def bootstrap_truncation(
+    reward: jax.Array,
+    discount: float | jax.Array,
+    terminated: jax.Array,
+    truncated: jax.Array,
+    final_values: Callable[[], jax.Array],
+) -> tuple[jax.Array, jax.Array]:
+    """Folds a time limit's bootstrap into the reward and cuts the discount there.
+
+    A truncated step t has no next step in the trajectory to bootstrap from, so its value
+    `V(final_obs_t)` is added to its reward (r_t + gamma V) and its discount becomes 0; a
+    terminated step only loses its discount. `final_values` is evaluated only when some step is
+    truncated (a `lax.cond`: truncations are rare); under `vmap` (several runs in one program)
+    the cond becomes a `select` and both sides always run.
+
+    Args:
+      reward: r_t [T, B] (already clipped or transformed as the algorithm wants).
+      discount: gamma.
+      terminated, truncated: bool [T, B].
+      final_values: () -> V(final_obs_t) [T, B], in the reward's units; no gradient flows.
+
+    Returns:
+      (r_t [T, B], discount_t [T, B]).
+    """
+    trunc = truncated.astype(jnp.float32)
+    v_final = jax.lax.stop_gradient(
+        jax.lax.cond(jnp.any(truncated), final_values, lambda: jnp.zeros_like(trunc))
+    )
+    r_t = reward + discount * trunc * v_final
+    discount_t = discount * (1.0 - terminated) * (1.0 - trunc)
+    return r_t, discount_t
+
+
+def when_ready(
+    ready: jax.Array, learn: Callable[[S], tuple[S, dict[str, jax.Array]]], state: S
+) -> tuple[S, dict[str, jax.Array]]:
+    """`learn(state)` once `ready` (e.g. the replay holds enough), else the state unchanged and
+    zero metrics. Every device must agree on `ready`, since `learn` meets its peers in
+    `pmean`. Adds `learning` (1.0 or 0.0) to the metrics."""
+
+    def go(state):
+        state, metrics = learn(state)
+        return state, {**metrics, "learning": jnp.float32(1.0)}
+
+    def wait(state):
+        shapes = jax.eval_shape(go, state)[1]
+        return state, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+
+    return jax.lax.cond(ready, go, wait, state)
+
+
+def shuffled_minibatches(key: jax.Array, batch: Any, num_minibatches: int) -> Any:
+    """Splits this device's items into `num_minibatches` shuffled minibatches, the same way
+    whatever the number of devices.
+
+    Items are numbered globally (device d holds items d N .. d N + N - 1). Consecutive global
+    items form groups of `num_minibatches`, and each group sends one item to each minibatch,
+    in an order drawn from `key` folded with the group's global index. So minibatch m holds the
+    same items on 1 device as on any number of devices, and each device contributes equally to
+    each (as `pmean` of per-device means requires). `key` must be the same on every device.
+
+    Args:
+      key: the shuffle's key, identical on every device.
+      batch: leaves [N, ...] (this device's items); N must be a multiple of num_minibatches.
+      num_minibatches: M.
+
+    Returns:
+      leaves [M, N / M, ...].
+    """
+    n = jax.tree.leaves(batch)[0].shape[0]
+    groups = n // num_minibatches
+    first_group = devices.axis_index() * groups
+    group_ids = first_group + jnp.arange(groups)
+    # order[k, m]: which item of group k goes to minibatch m.
+    order = jax.vmap(lambda g: jax.random.permutation(jax.random.fold_in(key, g), num_minibatches))(
+        group_ids
+    )
+    index = (jnp.arange(groups)[:, None] * num_minibatches + order).T  # [M, N / M]
+    return jax.tree.map(lambda x: x[index], batch)
