@@ -1,8 +1,13 @@
-"""Environments for anakin: gymnax environments behind the gymnax 1.x step contract."""
+"""Environments for anakin: every suite behind one step contract (gymnax 1.x's).
+
+`core` (the `Environment` and `Adapter` contracts, `EnvSpec`), `registry` (`make(name)`, suites
+looked up by name prefix and imported lazily), `wrappers` (auto-reset, episode statistics,
+observation wrappers), and one adapter module per suite (`gymnax_suite`).
+"""
 
 from anakin import _xla  # noqa: F401  (XLA flags: gymnax starts JAX's backend on import)
 from envs import _lazy  # noqa: F401  (before gymnax: defers its plotting imports)
-from envs.core import Environment, EnvSpec
+from envs.core import Adapter, Environment, EnvSpec
 from envs.registry import check_name, make, names, register, spec
 from envs.wrappers import (
     AutoReset,
@@ -14,6 +19,7 @@ from envs.wrappers import (
 )
 
 __all__ = [
+    "Adapter",
     "AutoReset",
     "EnvSpec",
     "Environment",

@@ -1,25 +1,47 @@
 """The environment contract every suite is seen through, and the spec agents build from.
 
-It is gymnax 1.x's auto-resetting step contract, written down as a Protocol of our own so that
-no part of anakin depends on gymnax's class hierarchy:
+Two Protocols of our own, so that no part of anakin depends on gymnax's class hierarchy.
+
+`Environment`, what the loop sees: gymnax 1.x's auto-resetting step contract, plus a spec::
 
     reset(key, params) -> (obs, state)
     step(key, state, action, params) -> (obs, state, reward, terminated, truncated, info)
+    spec(params) -> EnvSpec
 
 `obs` is any pytree of arrays (one array, a dict with an action mask, a named tuple, ...).
 After an episode ends, `step` returns the first observation of the next episode, and
 `info["final_observation"]` holds the observation the action actually reached (what a
 truncated episode bootstraps from). `terminated` (a true end: no bootstrap) and `truncated`
-(a time limit: bootstrap) are separate bools and never both true.
+(a time limit: bootstrap) are separate bools and never both true. `spec(params)` describes the
+observation tree and the actions without running the environment.
+
+`Adapter`, what one suite's adapter module (or an environment of our own) provides: the same
+step without the reset, which `envs.wrappers.AutoReset` turns into the `Environment` above::
+
+    default_params                                   the suite's parameters (a dataclass)
+    reset_env(key, params) -> (obs, state)
+    step_env(key, state, action, params) -> (obs, state, reward, terminated, truncated, info)
+    spec(params) -> EnvSpec
+
+`step_env` never resets: after the last step of an episode it returns the observation the
+action reached. The adapter already separates `terminated` from `truncated` (never both: a step
+that terminates at the time limit is a termination, since nothing is left to bootstrap),
+so whatever a suite reports wrongly is fixed once, in its adapter. Observation wrappers sit on
+this inner contract too, so the final observation is transformed like every other one.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+# obs, state, reward, terminated, truncated, info
+Step = tuple[Any, Any, jax.Array, jax.Array, jax.Array, dict[str, Any]]
 
 
 @runtime_checkable
@@ -28,11 +50,54 @@ class Environment(Protocol):
 
     def reset(self, key: jax.Array, params: Any) -> tuple[Any, Any]: ...
 
-    def step(
-        self, key: jax.Array, state: Any, action: Any, params: Any
-    ) -> tuple[Any, Any, jax.Array, jax.Array, jax.Array, dict[str, Any]]: ...
+    def step(self, key: jax.Array, state: Any, action: Any, params: Any) -> Step: ...
 
-    def action_space(self, params: Any) -> Any: ...
+    def spec(self, params: Any) -> EnvSpec: ...
+
+
+@runtime_checkable
+class Adapter(Protocol):
+    """What `AutoReset` needs of a suite's environment (see the module docstring)."""
+
+    @property
+    def default_params(self) -> Any: ...
+
+    def reset_env(self, key: jax.Array, params: Any) -> tuple[Any, Any]: ...
+
+    def step_env(self, key: jax.Array, state: Any, action: Any, params: Any) -> Step: ...
+
+    def spec(self, params: Any) -> EnvSpec: ...
+
+
+def build(
+    name: str, factory: Callable[..., Adapter], kwargs: dict[str, Any]
+) -> tuple[Adapter, Any]:
+    """Builds `factory`'s environment with `kwargs` split between its parameters and constructor.
+
+    Args:
+      name: the environment's name, for messages.
+      factory: `factory(**constructor_kwargs)` returns an `Adapter`.
+      kwargs: fields of the environment's `default_params` (e.g. `max_steps_in_episode=200`)
+        and arguments of its constructor (e.g. Catch's `rows=10`), mixed.
+
+    Returns:
+      `(env, params)`.
+    """
+    try:
+        default = factory()
+    except OSError as e:  # e.g. MNISTBandit downloads its data on construction
+        raise ValueError(f"environment {name!r} could not be built here: {e}") from None
+    param_fields = {f.name for f in dataclasses.fields(default.default_params)}
+    param_kwargs = {k: v for k, v in kwargs.items() if k in param_fields}
+    ctor_kwargs = {k: v for k, v in kwargs.items() if k not in param_fields}
+    try:
+        env = factory(**ctor_kwargs) if ctor_kwargs else default
+    except TypeError as e:
+        raise ValueError(
+            f"environment {name!r} does not accept {sorted(ctor_kwargs)}: its parameters are "
+            f"{sorted(param_fields)} ({e})"
+        ) from None
+    return env, dataclasses.replace(env.default_params, **param_kwargs)
 
 
 class EnvSpec(NamedTuple):
@@ -91,6 +156,29 @@ class EnvSpec(NamedTuple):
     def obs_dtype(self) -> np.dtype:
         """Dtype of a single-array observation (ValueError for a tree)."""
         return np.dtype(self._array().dtype)
+
+    def validate(self) -> EnvSpec:
+        """Raises ValueError unless `action_mask` names a bool [num_actions] entry of a dict
+        observation (when it is set); returns the spec."""
+        if self.action_mask is None:
+            return self
+        where = f"{self.name}'s action_mask={self.action_mask!r}"
+        if self.num_actions is None:
+            raise ValueError(f"{where}: a mask needs discrete actions")
+        if not isinstance(self.obs, dict) or self.action_mask not in self.obs:
+            raise ValueError(f"{where} is not a key of the observation {self.describe()}")
+        mask = self.obs[self.action_mask]
+        if tuple(mask.shape) != (self.num_actions,) or np.dtype(mask.dtype) != np.bool_:
+            raise ValueError(
+                f"{where} is {np.dtype(mask.dtype).name} {tuple(mask.shape)}, not bool "
+                f"({self.num_actions},)"
+            )
+        return self
+
+    def legal_actions(self, obs: Any) -> jax.Array | None:
+        """The mask of legal actions (bool [..., num_actions], True = legal) carried in `obs`,
+        which may have batch axes; None when every action is always legal."""
+        return None if self.action_mask is None else obs[self.action_mask]
 
     def zeros(self, *batch: int) -> Any:
         """An all-zero observation tree with leading axes `batch`."""

@@ -1,17 +1,18 @@
-"""Environment wrappers: jittable, vmappable, following the gymnax 1.x step contract.
+"""Environment wrappers: jittable, vmappable, on the contracts of `envs.core`.
 
 The stack built by `envs.make` is, from the inside out::
 
-    gymnax env (step_env, reset_env) -> observation wrappers -> AutoReset -> EpisodeStatistics
+    suite adapter (reset_env, step_env) -> observation wrappers -> AutoReset -> EpisodeStatistics
 
-Observation wrappers sit below `AutoReset` and work on `step_env`/`reset_env`, so the
+Observation wrappers sit below `AutoReset`, on the inner `Adapter` contract, so the
 `final_observation` that `AutoReset` keeps is transformed exactly like every other observation.
-Everything above `AutoReset` sees the gymnax 1.x contract::
+Everything above `AutoReset` sees the `Environment` contract (gymnax 1.x's)::
 
     reset(key, params) -> obs, state
     step(key, state, action, params) -> obs, state, reward, terminated, truncated, info
 
 with `info["final_observation"]` the observation reached by `action` *before* any reset.
+Observations are pytrees throughout; `FlattenObservation` and `MaskObservation` need one array.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
-from gymnax.environments import spaces
+
+from envs.core import EnvSpec, Step
 
 
 class Wrapper:
@@ -37,6 +39,9 @@ class Wrapper:
             raise AttributeError(name)
         return getattr(self._env, name)
 
+    def spec(self, params: Any) -> EnvSpec:
+        return self._env.spec(params)
+
     @property
     def unwrapped(self) -> Any:
         env = self._env
@@ -46,34 +51,36 @@ class Wrapper:
 
 
 class ObservationWrapper(Wrapper):
-    """Applies `observation` to every observation of `reset_env` and `step_env`."""
+    """Applies `observation` to every observation of `reset_env` and `step_env`, and to the
+    spec's observation tree (by tracing `observation`, so shapes and dtypes are exact)."""
 
-    def observation(self, obs: jax.Array) -> jax.Array:
+    def observation(self, obs: Any) -> Any:
         raise NotImplementedError
 
-    def reset_env(self, key: jax.Array, params: Any) -> tuple[jax.Array, Any]:
+    def reset_env(self, key: jax.Array, params: Any) -> tuple[Any, Any]:
         obs, state = self._env.reset_env(key, params)
         return self.observation(obs), state
 
-    def step_env(self, key: jax.Array, state: Any, action: Any, params: Any):
-        obs, state, reward, terminated, info = self._env.step_env(key, state, action, params)
-        return self.observation(obs), state, reward, terminated, info
+    def step_env(self, key: jax.Array, state: Any, action: Any, params: Any) -> Step:
+        obs, state, reward, terminated, truncated, info = self._env.step_env(
+            key, state, action, params
+        )
+        return self.observation(obs), state, reward, terminated, truncated, info
+
+    def spec(self, params: Any) -> EnvSpec:
+        inner = self._env.spec(params)
+        return inner._replace(obs=jax.eval_shape(self.observation, inner.obs))
 
 
 class FlattenObservation(ObservationWrapper):
-    """Flattens observations to one axis (e.g. Catch's 10x5 board to 50 features)."""
+    """Flattens a single-array observation to one axis (e.g. Catch's 10x5 board to 50)."""
 
     def observation(self, obs: jax.Array) -> jax.Array:
         return jnp.reshape(obs, (-1,))
 
-    def observation_space(self, params: Any) -> spaces.Box:
-        space = self._env.observation_space(params)
-        size = int(np.prod(space.shape))
-        return spaces.Box(space.low, space.high, (size,), space.dtype)
-
 
 class MaskObservation(ObservationWrapper):
-    """Keeps only the chosen entries of a flat observation: partial observability.
+    """Keeps only the chosen entries of a single-array observation: partial observability.
 
     `MaskObservation(env, keep=(0, 2))` on CartPole hides the velocities (entries 1 and 3), so an
     agent has to infer them from the history it remembers.
@@ -81,7 +88,7 @@ class MaskObservation(ObservationWrapper):
 
     def __init__(self, env: Any, keep: tuple[int, ...]):
         super().__init__(env)
-        size = int(np.prod(env.observation_space(env.default_params).shape))
+        size = int(np.prod(env.spec(env.default_params).obs_shape))
         bad = [i for i in keep if not 0 <= i < size]
         if not keep or bad:
             raise ValueError(
@@ -93,43 +100,31 @@ class MaskObservation(ObservationWrapper):
     def observation(self, obs: jax.Array) -> jax.Array:
         return jnp.reshape(obs, (-1,))[self._keep]
 
-    def observation_space(self, params: Any) -> spaces.Box:
-        space = self._env.observation_space(params)
-
-        def pick(bound):
-            bound = np.asarray(bound)
-            return bound.reshape(-1)[self._keep] if bound.ndim else bound
-
-        return spaces.Box(pick(space.low), pick(space.high), (len(self._keep),), space.dtype)
-
 
 class AutoReset(Wrapper):
-    """The gymnax 1.x auto-resetting `step`, built from `step_env` and `reset_env`.
+    """The gymnax 1.x auto-resetting `step`, built from an `Adapter`'s `step_env` and
+    `reset_env`.
 
     After an episode ends the returned observation and state are those of a fresh episode, while
     `info["final_observation"]` keeps the observation the action actually reached, so that a
-    truncated episode can bootstrap from it. `terminated` (a true end: no bootstrap) and
-    `truncated` (a time limit: bootstrap) are returned separately and never both true: a step
-    that terminates at the time limit is a termination, since nothing is left to bootstrap.
+    truncated episode can bootstrap from it. `terminated` and `truncated` come from the adapter,
+    which keeps them apart (see `envs.core`).
     """
 
-    def reset(self, key: jax.Array, params: Any) -> tuple[jax.Array, Any]:
+    def reset(self, key: jax.Array, params: Any) -> tuple[Any, Any]:
         return self._env.reset_env(key, params)
 
-    def step(self, key: jax.Array, state: Any, action: Any, params: Any):
+    def step(self, key: jax.Array, state: Any, action: Any, params: Any) -> Step:
         key_step, key_reset = jax.random.split(key)
-        obs_st, state_st, reward, terminated, info = self._env.step_env(
+        obs_st, state_st, reward, terminated, truncated, info = self._env.step_env(
             key_step, state, action, params
         )
         terminated = jnp.asarray(terminated, dtype=bool)
-        truncated = jnp.logical_and(
-            jnp.asarray(self._env.is_truncated(state_st, params), dtype=bool),
-            jnp.logical_not(terminated),
-        )
+        truncated = jnp.asarray(truncated, dtype=bool)
         done = jnp.logical_or(terminated, truncated)
         obs_re, state_re = self._env.reset_env(key_reset, params)
         state = jax.tree.map(lambda r, s: jax.lax.select(done, r, s), state_re, state_st)
-        obs = jax.lax.select(done, obs_re, obs_st)
+        obs = jax.tree.map(lambda r, s: jax.lax.select(done, r, s), obs_re, obs_st)
         info = {
             **info,
             "terminated": terminated,
@@ -153,11 +148,11 @@ class EpisodeStatistics(Wrapper):
     and counting `episode_done` gives means over finished episodes, never over ones in progress.
     """
 
-    def reset(self, key: jax.Array, params: Any) -> tuple[jax.Array, EpisodeStatsState]:
+    def reset(self, key: jax.Array, params: Any) -> tuple[Any, EpisodeStatsState]:
         obs, env_state = self._env.reset(key, params)
         return obs, EpisodeStatsState(env_state, jnp.float32(0.0), jnp.int32(0))
 
-    def step(self, key: jax.Array, state: EpisodeStatsState, action: Any, params: Any):
+    def step(self, key: jax.Array, state: EpisodeStatsState, action: Any, params: Any) -> Step:
         obs, env_state, reward, terminated, truncated, info = self._env.step(
             key, state.env_state, action, params
         )
