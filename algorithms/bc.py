@@ -28,7 +28,7 @@ import optax
 
 from algorithms import learning
 from algorithms.networks import CategoricalHead, GaussianHead, NetworkConfig, make_network
-from anakin.config import ArchConfig
+from anakin.config import ArchConfig, sweepable
 from anakin.types import Algorithm, Layout, Metrics, Params
 from envs import EnvSpec
 
@@ -61,13 +61,13 @@ class BCConfig:
 
     loss: Literal["logp", "mse", "peerbc", "rcal"] = "logp"
     base_loss: Literal["logp", "mse"] = "logp"
-    zeta: float = 0.1
-    rcal_alpha: float = 0.1
-    rcal_discount: float = 0.99
-    learning_rate: float = 1e-3
+    zeta: float = sweepable(0.1)
+    rcal_alpha: float = sweepable(0.1)
+    rcal_discount: float = sweepable(0.99)
+    learning_rate: float = sweepable(1e-3)
     batch_size: int = 256
     num_sgd_steps_per_step: int = 10
-    max_grad_norm: float = float("inf")
+    max_grad_norm: float = sweepable(float("inf"))
     tanh_squash: bool = True
     state_dependent_std: bool = False
     network: NetworkConfig = NetworkConfig()

@@ -20,7 +20,7 @@ import rlax
 
 from algorithms import learning
 from algorithms.networks import Network, NetworkConfig, PolicyValueHead, make_network
-from anakin.config import ArchConfig
+from anakin.config import ArchConfig, sweepable
 from anakin.types import Algorithm, Layout, Metrics, Params, Transition
 from envs import EnvSpec
 
@@ -42,15 +42,15 @@ class ImpalaConfig:
       network: torso, LSTM and widths.
     """
 
-    discount: float = 0.99
-    baseline_cost: float = 0.5
-    entropy_cost: float = 0.01
-    max_abs_reward: float = float("inf")
-    learning_rate: float = 2e-3
-    adam_b1: float = 0.0
-    adam_b2: float = 0.99
-    adam_eps: float = 1e-8
-    max_grad_norm: float = 40.0
+    discount: float = sweepable(0.99)
+    baseline_cost: float = sweepable(0.5)
+    entropy_cost: float = sweepable(0.01)
+    max_abs_reward: float = sweepable(float("inf"))
+    learning_rate: float = sweepable(2e-3)
+    adam_b1: float = sweepable(0.0)
+    adam_b2: float = sweepable(0.99)
+    adam_eps: float = sweepable(1e-8)
+    max_grad_norm: float = sweepable(40.0)
     num_sgd_steps_per_step: int = 4
     network: NetworkConfig = NetworkConfig()
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import ClassVar
 
 import flax.linen as nn
 import flax.struct as struct
@@ -26,7 +25,7 @@ import rlax
 from algorithms import learning
 from algorithms import replay as replay_lib
 from algorithms.networks import Network, NetworkConfig, make_network
-from anakin.config import ArchConfig
+from anakin.config import ArchConfig, sweepable
 from anakin.types import Algorithm, Layout, Metrics, Params, Transition
 from envs import EnvSpec
 
@@ -61,30 +60,28 @@ class R2D2Config:
       network: torso, LSTM and widths.
     """
 
-    STATIC_FLOATS: ClassVar[tuple[str, ...]] = ("samples_per_insert",)  # sets SGD steps/update
-
-    discount: float = 0.997
+    discount: float = sweepable(0.997)
     burn_in_length: int = 40
     trace_length: int = 80
     sequence_period: int = 40
     bootstrap_n: int = 5
     burn_in_stop_gradient: bool = True
-    learning_rate: float = 1e-3
-    adam_eps: float = 1e-3
-    max_grad_norm: float = float("inf")
+    learning_rate: float = sweepable(1e-3)
+    adam_eps: float = sweepable(1e-3)
+    max_grad_norm: float = sweepable(float("inf"))
     batch_size: int = 64
     samples_per_insert: float = 4.0
     min_replay_size: int = 5_000
     replay_capacity: int = 100_000
-    priority_exponent: float = 0.9
-    importance_sampling_exponent: float = 0.6
-    max_priority_weight: float = 0.9
+    priority_exponent: float = sweepable(0.9)
+    importance_sampling_exponent: float = sweepable(0.6)
+    max_priority_weight: float = sweepable(0.9)
     target_update_period: int = 2500
     clip_rewards: bool = False
-    max_abs_reward: float = 1.0
-    epsilon_base: float = 0.4
-    epsilon_alpha: float = 7.0
-    evaluation_epsilon: float = 0.0
+    max_abs_reward: float = sweepable(1.0)
+    epsilon_base: float = sweepable(0.4)
+    epsilon_alpha: float = sweepable(7.0)
+    evaluation_epsilon: float = sweepable(0.0)
     dueling: bool = False
     network: NetworkConfig = NetworkConfig(hidden_sizes=(128,), lstm_size=128)
 

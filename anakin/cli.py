@@ -58,6 +58,18 @@ def _error(command: str, message: str, code: int = 2) -> int:
     return code
 
 
+# Short spellings of the EnvConfig flags: `--env NAME` for `--env.name NAME`, and so on.
+_ENV_ALIASES = {"--env": "--env.name", "--env-kwargs": "--env.kwargs", "--env-hide": "--env.hide"}
+
+
+def _env_aliases(args: list[str]) -> list[str]:
+    out = []
+    for a in args:
+        flag, eq, value = a.partition("=")
+        out.append(_ENV_ALIASES.get(flag, flag) + eq + value)
+    return out
+
+
 def _train(argv: list[str]) -> int:
     import tyro
 
@@ -106,7 +118,7 @@ def _train(argv: list[str]) -> int:
     cfg = tyro.cli(
         TrainConfig[entry.config_cls],
         default=default,
-        args=rest,
+        args=_env_aliases(rest),
         prog=f"anakin train {known.algo} [--preset {'|'.join(entry.presets)}] "
         "[--resume RUN_DIR [--resume-step N] [--force]]",
         description=f"Train {known.algo} (defaults shown are those of {source}).",
@@ -198,6 +210,9 @@ def _collect(argv: list[str]) -> int:
 TRAIN_USAGE = """usage: anakin train ALGO [--preset NAME] [--help] [flags]
        anakin train ALGO --resume RUN_DIR [--resume-step N] [--force] [flags]
 
+--env NAME, --env-kwargs KEY VALUE ..., --env-hide I ... are short for --env.name,
+--env.kwargs and --env.hide.
+
 algorithms:
 """
 
@@ -212,14 +227,23 @@ def _envs(argv: list[str]) -> int:
 COMMANDS = {"train": _train, "evaluate": _evaluate, "collect": _collect, "envs": _envs}
 
 
+USAGE = """usage: anakin {train,evaluate,collect,envs} ...
+
+  train ALGO [--preset NAME] [flags]      train an algorithm (anakin train ALGO --help)
+  train ALGO --resume RUN_DIR             continue a checkpointed run exactly
+  train bc --dataset FILE [flags]         behaviour cloning from a dataset
+  evaluate RUN_DIR [--episodes M]         evaluate a saved checkpoint
+  collect RUN_DIR --episodes N --out FILE record a saved policy into a dataset
+  envs                                    list environment names
+
+multi-process runs: add --coordinator HOST:PORT --num-processes N --process-id I to every
+process's command (or set JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID)."""
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
-        print(
-            "usage: anakin {train,envs} ...\n\n"
-            "  train ALGO [--preset NAME] [flags]   train an algorithm (see --help)\n"
-            "  envs                                 list environment names"
-        )
+        print(USAGE)
         if argv and argv[0] not in ("-h", "--help"):
             print(
                 f"\nanakin: error: unknown command {argv[0]!r}. Choose one of: "
@@ -259,19 +283,6 @@ def _distributed(argv: list[str]) -> list[str]:
 
     devices.initialize_distributed(known.coordinator, known.num_processes, known.process_id)
     return rest
-
-
-MAIN_USAGE = """usage: anakin {train,evaluate,collect,envs} ...
-
-  train ALGO [--preset NAME] [flags]      train an algorithm (anakin train ALGO --help)
-  train ALGO --resume RUN_DIR             continue a checkpointed run exactly
-  train bc --dataset FILE [flags]         behaviour cloning from a dataset
-  evaluate RUN_DIR [--episodes M]         evaluate a saved checkpoint
-  collect RUN_DIR --episodes N --out FILE record a saved policy into a dataset
-  envs                                    list environment names
-
-multi-process runs: add --coordinator HOST:PORT --num-processes N --process-id I to every
-process's command (or set JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID)."""
 
 
 if __name__ == "__main__":

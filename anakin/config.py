@@ -13,6 +13,19 @@ from typing import Any, Generic, TypeVar
 AlgoConfigT = TypeVar("AlgoConfigT")
 
 
+def sweepable(default: float) -> Any:
+    """A float hyperparameter that may differ between the runs of one program (`--sweep`): it
+    only enters the computation as a value, never as a shape or a Python branch, so it may be a
+    traced array."""
+    return dataclasses.field(default=default, metadata={"sweepable": True})
+
+
+def resumable(default: Any = dataclasses.MISSING, **kw: Any) -> Any:
+    """A setting (or a whole group) that a resumed run may change: how long to run and what to
+    report, never what is computed."""
+    return dataclasses.field(default=default, metadata={"resumable": True}, **kw)
+
+
 @dataclasses.dataclass(frozen=True)
 class ArchConfig:
     """How training is laid out over devices and program calls.
@@ -31,7 +44,7 @@ class ArchConfig:
     num_envs: int = 64
     rollout_length: int = 16
     updates_per_call: int = 32
-    total_env_steps: int = 1_000_000
+    total_env_steps: int = resumable(1_000_000)
     num_devices: int = 0
     seed: int = 0
 
@@ -113,15 +126,29 @@ class CheckpointConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class EnvConfig:
+    """The environment to train on.
+
+    Attributes:
+      name: environment name (see `anakin envs`); a suite prefix selects another suite.
+      kwargs: environment parameters or constructor arguments, e.g. max_steps_in_episode 200
+        (integers stay integers).
+      hide: flat observation entries to hide (partial observability), e.g. 1 3 for
+        CartPole without velocities.
+    """
+
+    name: str = "CartPole-v1"
+    kwargs: dict[str, int | float | bool] = dataclasses.field(default_factory=dict)
+    hide: tuple[int, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
 class TrainConfig(Generic[AlgoConfigT]):
     """Everything a training run needs.
 
     Attributes:
       algo: the algorithm's own configuration.
-      env: environment name (see `envs.names()`).
-      env_kwargs: environment parameters or constructor arguments, e.g. max_steps_in_episode.
-      env_hide: flat observation entries to hide (partial observability), e.g. 1 3 for
-        CartPole without velocities.
+      env: the environment (a plain name is read as EnvConfig(name)).
       dataset: offline algorithms (bc): the demonstration dataset file (`anakin collect`);
         their progress is counted in dataset samples consumed, reported as env_steps.
       num_seeds: independent runs with seeds arch.seed, arch.seed + 1, ..., trained together
@@ -140,20 +167,22 @@ class TrainConfig(Generic[AlgoConfigT]):
     """
 
     algo: AlgoConfigT
-    env: str = "CartPole-v1"
-    env_kwargs: dict[str, float] = dataclasses.field(default_factory=dict)
-    env_hide: tuple[int, ...] = ()
+    env: EnvConfig = EnvConfig()
     dataset: str = ""
     num_seeds: int = 1
     sweep: tuple[str, ...] = ()
     arch: ArchConfig = ArchConfig()
-    eval: EvalConfig = EvalConfig()
-    checkpoint: CheckpointConfig = CheckpointConfig()
-    tensorboard: bool = False
-    out: str = "runs"
-    run_name: str = ""
-    stop_return: float | None = None
-    quiet: bool = False
+    eval: EvalConfig = resumable(EvalConfig())
+    checkpoint: CheckpointConfig = resumable(CheckpointConfig())
+    tensorboard: bool = resumable(False)
+    out: str = resumable("runs")
+    run_name: str = resumable("")
+    stop_return: float | None = resumable(None)
+    quiet: bool = resumable(False)
+
+    def __post_init__(self):
+        if isinstance(self.env, str):  # TrainConfig(env="CartPole-v1"): the name alone
+            object.__setattr__(self, "env", EnvConfig(self.env))
 
 
 def to_dict(cfg: Any) -> dict[str, Any]:
@@ -177,6 +206,12 @@ def from_dict(cls: type, data: dict[str, Any]) -> Any:
 def train_config_from_dict(data: dict[str, Any], algo_cls: type) -> TrainConfig:
     """The `TrainConfig` that `to_dict` wrote, with `algo` rebuilt as an `algo_cls`."""
     data = dict(data)
+    if isinstance(data.get("env"), str):  # written before EnvConfig existed
+        data["env"] = {
+            "name": data["env"],
+            "kwargs": data.pop("env_kwargs", {}),
+            "hide": data.pop("env_hide", []),
+        }
     algo = from_dict(algo_cls, data.pop("algo"))
     return dataclasses.replace(from_dict(TrainConfig, {**data, "algo": None}), algo=algo)
 
@@ -210,16 +245,23 @@ def differences(a: Any, b: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
 
 
 def sweepable_fields(algo_cls: type) -> list[str]:
-    """Fields of an algorithm config that may vary between runs of one program: floats that
-    change no array shape and no Python-level structure (a class may exclude more by listing
-    them in `STATIC_FLOATS`)."""
-    hints = typing.get_type_hints(algo_cls)
-    static = set(getattr(algo_cls, "STATIC_FLOATS", ()))
-    return [
-        f.name
-        for f in dataclasses.fields(algo_cls)
-        if hints[f.name] is float and f.name not in static
-    ]
+    """Fields of an algorithm config that may vary between runs of one program: those declared
+    with `sweepable` (floats that change no array shape and no Python-level structure)."""
+    return [f.name for f in dataclasses.fields(algo_cls) if f.metadata.get("sweepable")]
+
+
+def is_resumable(cls: type, dotted: str) -> bool:
+    """Whether a resumed run may change field `dotted` (e.g. "eval.episodes") of config class
+    `cls`: it, or a group above it, is declared with `resumable`."""
+    head, _, rest = dotted.partition(".")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    if head not in fields:
+        return False
+    field = fields[head]
+    if field.metadata.get("resumable"):
+        return True
+    hint = typing.get_type_hints(cls).get(head)
+    return bool(rest) and dataclasses.is_dataclass(hint) and is_resumable(hint, rest)
 
 
 def parse_sweeps(sweeps: tuple[str, ...], algo_cls: type) -> dict[str, tuple[float, ...]]:

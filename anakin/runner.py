@@ -31,6 +31,7 @@ from anakin.config import (
     TrainConfig,
     differences,
     expand_runs,
+    is_resumable,
     to_dict,
     train_config_from_dict,
 )
@@ -62,11 +63,6 @@ class RunResult(NamedTuple):
     state: RunnerState
     records: list[dict[str, Any]]
     summary: dict[str, Any]
-
-
-def _env_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
-    # The CLI reads numbers as floats; integral ones (step limits, sizes) must stay ints.
-    return {k: int(v) if isinstance(v, float) and v.is_integer() else v for k, v in kwargs.items()}
 
 
 def make_build(
@@ -101,17 +97,17 @@ def setup(algo_name: str, cfg: TrainConfig) -> Setup:
             f"algorithm {algo_name!r} needs a {entry.config_cls.__name__}, "
             f"got {type(cfg.algo).__name__}"
         )
-    envs.check_name(cfg.env)
+    envs.check_name(cfg.env.name)
     devices = dev.select(cfg.arch.num_devices)
     cfg.arch.validate(len(devices))
     cfg.eval.validate(len(devices))
     cfg.checkpoint.validate()
     runs = make_runs(cfg, entry.config_cls)
     try:
-        env, env_params = envs.make(cfg.env, hide=cfg.env_hide, **_env_kwargs(cfg.env_kwargs))
+        env, env_params = envs.make(cfg.env.name, hide=cfg.env.hide, **cfg.env.kwargs)
     except (TypeError, ValueError) as e:
-        raise ValueError(f"environment {cfg.env!r}: {e}") from None
-    spec = envs.spec(env, env_params, cfg.env)
+        raise ValueError(f"environment {cfg.env.name!r}: {e}") from None
+    spec = envs.spec(env, env_params, cfg.env.name)
     layout = Layout(cfg.arch.num_envs, len(devices), cfg.arch.rollout_length)
     # Each run's own values must be valid too (a swept discount of 1.5 is refused by name).
     run_cfgs = (
@@ -385,27 +381,10 @@ class TrainingDiverged(RuntimeError):
     """The loss or the parameters became non-finite; the run stopped without checkpointing."""
 
 
-# Fields a resumed run may change: how long to run and what to report, not what is computed.
-RESUMABLE_CHANGES = (
-    "arch.total_env_steps",
-    "eval.",
-    "checkpoint.",
-    "stop_return",
-    "quiet",
-    "tensorboard",
-    "out",
-    "run_name",
-)
-
-
 def check_resume(saved: TrainConfig, cfg: TrainConfig, force: bool = False) -> None:
     """Refuses (ValueError listing each field) a resume whose config differs from the saved one
-    in anything but `RESUMABLE_CHANGES`, unless `force`."""
-    diffs = [
-        d
-        for d in differences(saved, cfg)
-        if not any(d[0] == f or (f.endswith(".") and d[0].startswith(f)) for f in RESUMABLE_CHANGES)
-    ]
+    in anything not declared `resumable` in `anakin.config`, unless `force`."""
+    diffs = [d for d in differences(saved, cfg) if not is_resumable(TrainConfig, d[0])]
     if diffs and not force:
         lines = "\n".join(f"  {name}: saved {a!r}, now {b!r}" for name, a, b in diffs)
         raise ValueError(
@@ -493,7 +472,7 @@ def train(
     if resume:
         run_dir = Path(resume.run_dir)
     else:
-        name = _agree(cfg.run_name or logger.default_run_name(algo_name, cfg.env))
+        name = _agree(cfg.run_name or logger.default_run_name(algo_name, cfg.env.name))
         run_dir = logger.make_run_dir(cfg.out, name) if primary else Path(cfg.out) / name
         run_dir = Path(_agree(str(run_dir)))
     checkpointer = Checkpointer(run_dir, cfg.checkpoint.keep) if cfg.checkpoint.enabled else None
@@ -521,7 +500,7 @@ def train(
     memory = memory_per_device(state)
     unit = "samples" if s.dataset_meta is not None else "steps"
     reporter = _Reporter(
-        run_dir, cfg, num_calls * per_call, f"{algo_name} on {cfg.env}", primary, unit
+        run_dir, cfg, num_calls * per_call, f"{algo_name} on {cfg.env.name}", primary, unit
     )
     reporter.progress.message(
         f"training state per device: {_mib(memory['state_bytes'])}"
@@ -708,8 +687,8 @@ def load_policy(run_dir: Path, step: int | None = None) -> SavedPolicy:
     entry = algorithms.get(algo_name)
     cfg = train_config_from_dict(desc["config"], entry.config_cls)
     saved_devices = desc["derived"]["num_devices"]
-    env, env_params = envs.make(cfg.env, hide=cfg.env_hide, **_env_kwargs(cfg.env_kwargs))
-    spec = envs.spec(env, env_params, cfg.env)
+    env, env_params = envs.make(cfg.env.name, hide=cfg.env.hide, **cfg.env.kwargs)
+    spec = envs.spec(env, env_params, cfg.env.name)
     layout = Layout(cfg.arch.num_envs, saved_devices, cfg.arch.rollout_length)
     build = make_build(entry, cfg, spec, layout)
     runs = make_runs(cfg, entry.config_cls)
@@ -777,7 +756,7 @@ def evaluate_checkpoint(
     out = {
         "run_dir": str(run_dir),
         "algorithm": saved.algo_name,
-        "env": saved.cfg.env,
+        "env": saved.cfg.env.name,
         "step": saved.step,
         "seed": seed,
         "eval_time": time.monotonic() - t0,
@@ -829,7 +808,7 @@ def collect(
     data = dataset_lib.from_steps(
         saved.spec,
         **{k: np.concatenate([p[1][k] for p in parts]) for k in parts[0][1]},
-        env_kwargs=saved.cfg.env_kwargs,
+        env_kwargs=saved.cfg.env.kwargs,
         source=f"anakin collect {run_dir} (step {saved.step}, epsilon {epsilon}, seed {seed})",
     )
     dataset_lib.save(out, data)

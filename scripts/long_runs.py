@@ -22,7 +22,7 @@ import jax
 from algorithms.impala import PRESETS as IMPALA
 from algorithms.r2d2 import PRESETS as R2D2
 from anakin import runner
-from anakin.config import TrainConfig
+from anakin.config import EnvConfig, TrainConfig
 
 
 def impala(preset: str, env: str, steps: int, **arch) -> tuple[str, TrainConfig]:
@@ -32,7 +32,7 @@ def impala(preset: str, env: str, steps: int, **arch) -> tuple[str, TrainConfig]
     )
 
 
-def r2d2(preset: str, env: str, steps: int, **kw) -> tuple[str, TrainConfig]:
+def r2d2(preset: str, env: str | EnvConfig, steps: int, **kw) -> tuple[str, TrainConfig]:
     algo, base = R2D2[preset]
     return "r2d2", TrainConfig(
         algo=algo, env=env, arch=dataclasses.replace(base, total_env_steps=steps), **kw
@@ -44,7 +44,7 @@ EXPERIMENTS = {
     "impala-lstm-cartpole": impala("lstm", "CartPole-v1", 2_000_000),
     "impala-breakout": impala("minatar", "Breakout-MinAtar", 10_000_000),
     "r2d2-cartpole": r2d2("default", "CartPole-v1", 1_000_000),
-    "r2d2-cartpole-no-velocity": r2d2("default", "CartPole-v1", 2_000_000, env_hide=(1, 3)),
+    "r2d2-cartpole-no-velocity": r2d2("default", EnvConfig("CartPole-v1", hide=(1, 3)), 2_000_000),
 }
 
 
@@ -76,7 +76,7 @@ def main() -> None:
             )
             result = runner.train(algo, cfg_s)
             s = result.summary
-            rows.append((name, seed, cfg.env, s, last_mean(result.records)))
+            rows.append((name, seed, cfg.env.name, s, last_mean(result.records)))
             print(
                 f"{name} seed {seed}: {s['env_steps']:,} steps in {s['wall_time']:.1f}s, "
                 f"final {last_mean(result.records)}",
