@@ -42,6 +42,10 @@ class NetworkConfig:
       hidden_sizes: MLP layer widths (the conv torso uses the last as its dense width).
       activation: nonlinearity of the torso.
       conv_channels: channels of the conv torso's 3x3 convolution.
+      conv_impl: how the convolution is computed, with the same parameters either way: "xla"
+        is XLA's convolution; "matmul" is shifted views of the image and one matrix product,
+        much faster on CPU, where XLA's convolution gradient is slow, above all inside a
+        loop; "auto" is matmul on the CPU backend and xla elsewhere.
       lstm_size: LSTM width; 0 for a feed-forward network.
     """
 
@@ -49,6 +53,7 @@ class NetworkConfig:
     hidden_sizes: tuple[int, ...] = (64, 64)
     activation: Literal["relu", "tanh"] = "relu"
     conv_channels: int = 16
+    conv_impl: Literal["auto", "xla", "matmul"] = "auto"
     lstm_size: int = 0
 
     def validate(self) -> None:
@@ -60,6 +65,18 @@ class NetworkConfig:
             raise ValueError(f"network.lstm_size={self.lstm_size}: use 0 (no LSTM) or a width >= 1")
         if self.conv_channels < 1:
             raise ValueError(f"network.conv_channels={self.conv_channels}: must be >= 1")
+        if self.conv_impl not in ("auto", "xla", "matmul"):
+            raise ValueError(
+                f"network.conv_impl={self.conv_impl!r}: choose one of 'auto', 'xla', 'matmul'"
+            )
+
+    @property
+    def matmul_conv(self) -> bool:
+        """Whether the conv torso computes its convolution as one matmul (see conv_impl); "auto"
+        asks JAX's default backend, so call this when the network is built."""
+        if self.conv_impl == "auto":
+            return jax.default_backend() == "cpu"
+        return self.conv_impl == "matmul"
 
     @property
     def recurrent(self) -> bool:
@@ -115,19 +132,97 @@ class MLPTorso(nn.Module):
         return x
 
 
+def conv_as_matmul(
+    lhs: jax.Array,
+    rhs: jax.Array,
+    window_strides: Any,
+    padding: Any,
+    lhs_dilation: Any = None,
+    rhs_dilation: Any = None,
+    dimension_numbers: Any = None,
+    feature_group_count: int = 1,
+    precision: Any = None,
+    **kwargs: Any,
+) -> jax.Array:
+    """`jax.lax.conv_general_dilated` for flax's stride-1 NHWC x HWIO convolutions, computed as
+    the kh x kw shifted views of the (padded) image, concatenated along the channels, times the
+    kernel reshaped to [kh * kw * C, F]: one matrix product, whose gradient is one more.
+
+    For MinAtar's small images on XLA:CPU, the native convolution's kernel gradient is slow,
+    about 20x slower than this inside a `lax.scan` (as in the learner's minibatch loop), while
+    this is about as fast in the forward pass (scripts/bench_conv.py). The result is the same
+    convolution up to float rounding. Any other convolution (strides, dilations, groups, other
+    layouts) falls back to `jax.lax.conv_general_dilated`.
+
+    Args:
+      lhs: images [N, H, W, C].
+      rhs: kernel [kh, kw, C, F].
+      (the rest as `jax.lax.conv_general_dilated`, as flax's `nn.Conv` passes them)
+
+    Returns:
+      [N, H', W', F].
+    """
+    nhwc = jax.lax.conv_dimension_numbers(lhs.shape, rhs.shape, ("NHWC", "HWIO", "NHWC"))
+    dims = (
+        jax.lax.conv_dimension_numbers(lhs.shape, rhs.shape, dimension_numbers)
+        if dimension_numbers is not None
+        else None
+    )
+    plain = (
+        lhs.ndim == 4
+        and dims == nhwc
+        and all(s == 1 for s in window_strides)
+        and all(d == 1 for d in lhs_dilation or (1, 1))
+        and all(d == 1 for d in rhs_dilation or (1, 1))
+        and feature_group_count == 1
+        and not kwargs
+    )
+    if not plain:
+        return jax.lax.conv_general_dilated(
+            lhs,
+            rhs,
+            window_strides,
+            padding,
+            lhs_dilation=lhs_dilation,
+            rhs_dilation=rhs_dilation,
+            dimension_numbers=dimension_numbers,
+            feature_group_count=feature_group_count,
+            precision=precision,
+            **kwargs,
+        )
+    kh, kw, c, f = rhs.shape
+    if isinstance(padding, str):
+        padding = jax.lax.padtype_to_pads(lhs.shape[1:3], (kh, kw), (1, 1), padding)
+    if any(lo or hi for lo, hi in padding):
+        lhs = jnp.pad(lhs, ((0, 0), *padding, (0, 0)))
+    n, h, w, _ = lhs.shape
+    oh, ow = h - kh + 1, w - kw + 1
+    # Row-major (i, j, c) along the last axis, matching rhs.reshape(kh * kw * c, f).
+    patches = jnp.concatenate(
+        [lhs[:, i : i + oh, j : j + ow, :] for i in range(kh) for j in range(kw)], axis=-1
+    )
+    return jnp.dot(patches, rhs.reshape(kh * kw * c, f), precision=precision)
+
+
 class ConvTorso(nn.Module):
-    """MinAtar's torso: one 3x3 convolution, then a dense layer. Input [..., H, W, C]."""
+    """MinAtar's torso: one 3x3 convolution, then a dense layer. Input [..., H, W, C].
+
+    `matmul` computes the convolution with `conv_as_matmul`; the parameters are flax's
+    `nn.Conv`'s either way.
+    """
 
     channels: int = 16
     hidden_size: int = 128
     activation: str = "relu"
+    matmul: bool = False
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> jax.Array:
         lead = obs.shape[:-3]
         x = obs.astype(jnp.float32).reshape((-1, *obs.shape[-3:]))
         act = _ACTIVATIONS[self.activation]
-        x = act(nn.Conv(self.channels, (3, 3), padding="VALID")(x))
+        conv = conv_as_matmul if self.matmul else None
+        x = act(nn.Conv(self.channels, (3, 3), padding="VALID", conv_general_dilated=conv)(x))
         x = x.reshape((x.shape[0], -1))
         x = act(nn.Dense(self.hidden_size)(x))
         return x.reshape((*lead, self.hidden_size))
@@ -152,6 +247,7 @@ class TreeTorso(nn.Module):
     conv: bool = True
     conv_channels: int = 16
     conv_hidden_size: int = 128
+    matmul_conv: bool = False
 
     @nn.compact
     def __call__(self, obs: Any) -> jax.Array:
@@ -165,7 +261,11 @@ class TreeTorso(nn.Module):
         for (name, rank), x in zip(self.leaves, xs, strict=True):
             if rank == 3 and self.conv:
                 torso = ConvTorso(
-                    self.conv_channels, self.conv_hidden_size, self.activation, name=f"conv_{name}"
+                    self.conv_channels,
+                    self.conv_hidden_size,
+                    self.activation,
+                    self.matmul_conv,
+                    name=f"conv_{name}",
                 )
                 parts.append(torso(x))
             else:
@@ -222,6 +322,7 @@ def _tree_torso(cfg: NetworkConfig, spec: EnvSpec, hidden_sizes: tuple[int, ...]
         conv=conv,
         conv_channels=cfg.conv_channels,
         conv_hidden_size=cfg.hidden_sizes[-1],
+        matmul_conv=cfg.matmul_conv,
     )
 
 
@@ -231,7 +332,7 @@ def make_torso(cfg: NetworkConfig, spec: EnvSpec) -> nn.Module:
     if not spec.single_array:
         return _tree_torso(cfg, spec, tuple(cfg.hidden_sizes))
     if _single_array_kind(cfg, spec) == "conv":
-        return ConvTorso(cfg.conv_channels, cfg.hidden_sizes[-1], cfg.activation)
+        return ConvTorso(cfg.conv_channels, cfg.hidden_sizes[-1], cfg.activation, cfg.matmul_conv)
     return MLPTorso(tuple(cfg.hidden_sizes), cfg.activation)
 
 

@@ -1,6 +1,7 @@
 """Networks: shapes, parameter layouts, pytree observations, heads, critics, and that an LSTM
 unroll equals stepping it, resets included."""
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -8,11 +9,13 @@ import pytest
 
 from algorithms.networks import (
     CategoricalHead,
+    ConvTorso,
     GaussianHead,
     NetworkConfig,
     PolicyValueHead,
     QHead,
     ValueHead,
+    conv_as_matmul,
     make_critic,
     make_network,
     make_torso,
@@ -227,3 +230,65 @@ def test_critic_errors():
         make_critic(NetworkConfig(), CONTINUOUS, num_critics=0)
     with pytest.raises(ValueError, match="feed-forward"):
         make_critic(NetworkConfig(lstm_size=4), CONTINUOUS)
+
+
+@pytest.mark.parametrize(
+    "shape, features, padding",
+    [((6, 10, 10, 4), 16, "VALID"), ((3, 7, 9, 7), 5, "VALID"), ((2, 6, 5, 3), 4, "SAME")],
+)
+def test_conv_as_matmul_is_flax_conv(shape, features, padding):
+    x = jax.random.normal(jax.random.PRNGKey(0), shape)
+    ours = nn.Conv(features, (3, 3), padding=padding, conv_general_dilated=conv_as_matmul)
+    flax_conv = nn.Conv(features, (3, 3), padding=padding)
+    params = flax_conv.init(jax.random.PRNGKey(1), x)
+    assert jax.tree.map(jnp.shape, ours.init(jax.random.PRNGKey(1), x)) == jax.tree.map(
+        jnp.shape, params
+    )
+    params = jax.tree.map(lambda p: p + 0.1, params)  # a non-zero bias too
+    np.testing.assert_allclose(ours.apply(params, x), flax_conv.apply(params, x), atol=1e-5)
+
+    def loss(conv, params, x):  # a nonlinear loss, so the gradients depend on the outputs
+        return jnp.sum(jnp.tanh(conv.apply(params, x)) ** 2)
+
+    g_ours = jax.grad(loss, argnums=(1, 2))(ours, params, x)
+    g_flax = jax.grad(loss, argnums=(1, 2))(flax_conv, params, x)
+    for a, b in zip(jax.tree.leaves(g_ours), jax.tree.leaves(g_flax), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * float(np.max(np.abs(b))))
+
+
+def test_conv_as_matmul_falls_back_for_other_convolutions():
+    x = jax.random.normal(jax.random.PRNGKey(0), (2, 9, 9, 3))
+    strided = nn.Conv(4, (3, 3), strides=2, conv_general_dilated=conv_as_matmul)
+    params = strided.init(jax.random.PRNGKey(1), x)
+    np.testing.assert_allclose(
+        strided.apply(params, x), nn.Conv(4, (3, 3), strides=2).apply(params, x), atol=1e-6
+    )
+
+
+def test_conv_torso_matmul_keeps_parameters_and_outputs():
+    obs = jax.random.bernoulli(jax.random.PRNGKey(0), 0.3, (5, 3, 10, 10, 4))  # bool, [T, B]
+    xla, matmul = ConvTorso(16, 32, matmul=False), ConvTorso(16, 32, matmul=True)
+    params = xla.init(jax.random.PRNGKey(1), obs[:1, :1])
+    p_matmul = matmul.init(jax.random.PRNGKey(1), obs[:1, :1])
+    for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(p_matmul), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert jax.tree.structure(params) == jax.tree.structure(p_matmul)
+    np.testing.assert_allclose(matmul.apply(params, obs), xla.apply(params, obs), atol=1e-5)
+    g = [jax.grad(lambda p, t=t: jnp.sum(t.apply(p, obs) ** 2))(params) for t in (xla, matmul)]
+    for a, b in zip(jax.tree.leaves(g[0]), jax.tree.leaves(g[1]), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * float(np.max(np.abs(a))))
+
+
+def test_conv_impl_choice():
+    assert jax.default_backend() == "cpu"
+    assert NetworkConfig().matmul_conv  # "auto" on CPU
+    assert NetworkConfig(conv_impl="matmul").matmul_conv
+    assert not NetworkConfig(conv_impl="xla").matmul_conv
+    obs = jnp.ones((2, 10, 10, 4))
+    nets = [make_network(NetworkConfig(conv_impl=i), IMAGE, QHead(3)) for i in ("xla", "matmul")]
+    params = [net.init(jax.random.PRNGKey(0)) for net in nets]
+    assert _paths(params[0]) == _paths(params[1])
+    q = [net.apply(params[0], obs, (), None)[0] for net in nets]
+    np.testing.assert_allclose(q[0], q[1], rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="conv_impl"):
+        NetworkConfig(conv_impl="fft").validate()
