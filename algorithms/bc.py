@@ -26,8 +26,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from algorithms import learning
+from algorithms import learning, policies
 from algorithms.networks import CategoricalHead, GaussianHead, NetworkConfig, make_network
+from algorithms.policies import gaussian_policy
 from anakin.config import ArchConfig, sweepable
 from anakin.types import Algorithm, Layout, Metrics, Params
 from envs import EnvSpec
@@ -165,38 +166,6 @@ class BCState(struct.PyTreeNode):
 # --- the policy ----------------------------------------------------------------------------
 
 
-class _ClippedTanh(distrax.Tanh):
-    """tanh whose inverse first clips into the open interval, so that the log-likelihood of a
-    dataset action on the bound (a clipped controller's +-max) stays finite."""
-
-    def inverse_and_log_det(self, y: jax.Array) -> tuple[jax.Array, jax.Array]:
-        return super().inverse_and_log_det(jnp.clip(y, -1.0 + 1e-6, 1.0 - 1e-6))
-
-
-def gaussian_policy(
-    mean: jax.Array,
-    log_std: jax.Array,
-    shift: jax.Array,
-    scale: jax.Array,
-    tanh_squash: bool,
-) -> distrax.Distribution:
-    """The action distribution `shift + scale x [tanh](N(mean, exp(log_std)))`.
-
-    Args:
-      mean, log_std: [..., D], in the unit action space.
-      shift, scale: [D], the affine map from the unit space onto the action bounds.
-      tanh_squash: squash with tanh before the affine map.
-
-    Returns:
-      A distribution with event shape [D] and batch shape [...].
-    """
-    layers = [distrax.Block(distrax.ScalarAffine(shift=shift, scale=scale), 1)]
-    if tanh_squash:
-        layers.append(distrax.Block(_ClippedTanh(), 1))  # distrax chains apply right to left
-    base = distrax.MultivariateNormalDiag(mean, jnp.exp(log_std))
-    return distrax.Transformed(base, distrax.Chain(layers))
-
-
 class Policy(NamedTuple):
     """BC's network read as a policy, as pure functions.
 
@@ -231,7 +200,7 @@ def make_policy(cfg: BCConfig, spec: EnvSpec) -> Policy:
             return distrax.Categorical(logits=logits)
 
         def mode(logits):
-            return jnp.argmax(logits, axis=-1).astype(jnp.int32)
+            return policies.greedy(logits)
 
     else:
         size = int(np.prod(spec.action_shape))
@@ -419,10 +388,11 @@ def make_bc(cfg: BCConfig, spec: EnvSpec, layout: Layout) -> Algorithm:
         del first  # feed-forward
         out = policy.apply(state.params, obs)
         if discrete:
+            mask = policies.action_mask(spec, obs)
             if evaluate:
-                action = policy.mode(out)
+                action = policies.greedy(out, mask)
             else:
-                action = jax.vmap(jax.random.categorical)(keys, out).astype(jnp.int32)
+                action = policies.sample_categorical(out, keys, mask)
             return action, actor, {}
         if evaluate:
             action = policy.mode(out)

@@ -10,6 +10,7 @@ of the later ones.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import distrax
 import flax.struct as struct
@@ -18,7 +19,7 @@ import jax.numpy as jnp
 import optax
 import rlax
 
-from algorithms import learning
+from algorithms import learning, policies
 from algorithms.networks import Network, NetworkConfig, PolicyValueHead, make_network
 from anakin.config import ArchConfig, sweepable
 from anakin.types import Algorithm, Layout, Metrics, Params, Transition
@@ -83,7 +84,11 @@ class ImpalaState(struct.PyTreeNode):
 
 
 def impala_loss(
-    params: Params, network: Network, traj: Transition, cfg: ImpalaConfig
+    params: Params,
+    network: Network,
+    traj: Transition,
+    cfg: ImpalaConfig,
+    spec: EnvSpec | None = None,
 ) -> tuple[jax.Array, Metrics]:
     """IMPALA's loss on a time-major rollout.
 
@@ -93,6 +98,8 @@ def impala_loss(
       traj: leaves [T, B, ...]; `extras["logits"]` are the behaviour logits [T, B, A] and
         `extras["core"]` the core state each observation was met with (leaves [T, B, H]).
       cfg: loss weights, discount and reward clipping.
+      spec: the environment's spec, where it has an action mask: the learnt policy is then the
+        one that acted, restricted to the legal actions of each observation.
 
     Returns:
       The mean loss over T x B and metrics.
@@ -103,6 +110,8 @@ def impala_loss(
     obs = jax.tree.map(lambda o, f: jnp.concatenate([o, f[-1:]]), traj.obs, traj.final_obs)
     first = jnp.concatenate([traj.first, jnp.zeros_like(traj.first[:1])])
     (logits, values), cores = network.unroll(params, obs, first, core)  # [T+1, B, A], [T+1, B]
+    if spec is not None:
+        logits = policies.masked_logits(logits, policies.action_mask(spec, obs))
 
     def final_values():  # V(final_obs_t), with the core state after o_t
         cores_t = jax.tree.map(lambda c: c[:num_steps], cores)
@@ -158,6 +167,7 @@ def make_impala(cfg: ImpalaConfig, spec: EnvSpec, layout: Layout | None = None) 
     del layout
     learning.check_discrete("IMPALA here", spec)
     network = make_network(cfg.network, spec, PolicyValueHead(spec.num_actions))
+    loss_spec = spec if spec.action_mask is not None else None
     optimizer = learning.make_optimizer(
         cfg.learning_rate, cfg.max_grad_norm, b1=cfg.adam_b1, b2=cfg.adam_b2, eps=cfg.adam_eps
     )
@@ -170,17 +180,25 @@ def make_impala(cfg: ImpalaConfig, spec: EnvSpec, layout: Layout | None = None) 
         del key
         return network.initial_state(num_envs)
 
-    def act(state: ImpalaState, core, obs, first, keys, evaluate: bool = False):
+    def act(
+        state: ImpalaState,
+        core: Any,
+        obs: Any,
+        first: jax.Array,
+        keys: jax.Array,
+        evaluate: bool = False,
+    ) -> tuple[jax.Array, Any, dict[str, Any]]:
         (logits, _), new_core = network.apply(state.params, obs, core, first)
-        if evaluate:  # greedy
-            action = jnp.argmax(logits, axis=-1).astype(jnp.int32)
+        logits = policies.masked_logits(logits, policies.action_mask(spec, obs))
+        if evaluate:
+            action = policies.greedy(logits)
         else:
-            action = jax.vmap(jax.random.categorical)(keys, logits).astype(jnp.int32)
+            action = policies.sample_categorical(logits, keys)
         return action, new_core, {"logits": logits, "core": core}
 
     def sgd_step(state: ImpalaState, minibatch: Transition):
         state, metrics, grad_norm = learning.sgd_step(
-            state, impala_loss, optimizer, network, minibatch, cfg
+            state, impala_loss, optimizer, network, minibatch, cfg, loss_spec
         )
         return state, {**metrics, "grad_norm": grad_norm}
 

@@ -15,16 +15,15 @@ from __future__ import annotations
 import dataclasses
 import math
 
-import flax.linen as nn
 import flax.struct as struct
 import jax
 import jax.numpy as jnp
 import optax
 import rlax
 
-from algorithms import learning
+from algorithms import learning, policies
 from algorithms import replay as replay_lib
-from algorithms.networks import Network, NetworkConfig, make_network
+from algorithms.networks import Network, NetworkConfig, QHead, make_network
 from anakin.config import ArchConfig, sweepable
 from anakin.types import Algorithm, Layout, Metrics, Params, Transition
 from envs import EnvSpec
@@ -157,21 +156,6 @@ class R2D2Actor(struct.PyTreeNode):
     epsilon: jax.Array  # float32 [B], fixed per environment
 
 
-class QHead(nn.Module):
-    """Q-values, optionally as a dueling value + advantage head (Wang et al. 2016)."""
-
-    num_actions: int
-    dueling: bool = False
-
-    @nn.compact
-    def __call__(self, h: jax.Array) -> jax.Array:
-        if not self.dueling:
-            return nn.Dense(self.num_actions)(h)
-        value = nn.Dense(1)(h)
-        advantage = nn.Dense(self.num_actions)(h)
-        return value + advantage - jnp.mean(advantage, axis=-1, keepdims=True)
-
-
 def ape_x_epsilons(num_envs: int, base: float, alpha: float) -> jax.Array:
     """eps_i = base ** (1 + alpha * i / (N - 1)) for the global environment index i."""
     i = jnp.arange(num_envs, dtype=jnp.float32)
@@ -194,6 +178,7 @@ def r2d2_loss(
     core: object,
     weights: jax.Array,
     cfg: R2D2Config,
+    spec: EnvSpec | None = None,
 ) -> tuple[jax.Array, tuple[jax.Array, Metrics]]:
     """R2D2's loss on replayed sequences.
 
@@ -204,6 +189,8 @@ def r2d2_loss(
       core: the stored core state at each sequence's first step, leaves [B, ...].
       weights: importance weights [B].
       cfg: the config.
+      spec: the environment's spec, where it has an action mask: double Q-learning's argmax
+        then picks among each observation's legal actions.
 
     Returns:
       (importance-weighted mean loss, (new priorities [B], metrics)).
@@ -211,8 +198,9 @@ def r2d2_loss(
     burn = cfg.burn_in_length
     online_core = target_core = core
     if burn:
-        _, online_cores = network.unroll(params, steps.obs[:burn], steps.first[:burn], core)
-        _, target_cores = network.unroll(target_params, steps.obs[:burn], steps.first[:burn], core)
+        burn_obs = jax.tree.map(lambda o: o[:burn], steps.obs)
+        _, online_cores = network.unroll(params, burn_obs, steps.first[:burn], core)
+        _, target_cores = network.unroll(target_params, burn_obs, steps.first[:burn], core)
         online_core = jax.tree.map(lambda c: c[-1], online_cores)
         target_core = jax.tree.map(lambda c: c[-1], target_cores)
         if cfg.burn_in_stop_gradient:
@@ -222,19 +210,24 @@ def r2d2_loss(
     target_q, target_cores = network.unroll(target_params, data.obs, data.first, target_core)
     tx = rlax.SIGNED_HYPERBOLIC_PAIR
 
+    final_obs = jax.tree.map(lambda o: o[:-1], data.final_obs)
+
+    def legal(obs):
+        return None if spec is None else policies.action_mask(spec, obs)
+
     # A truncated step bootstraps from its final observation (double Q, like every other step),
     # in untransformed units.
     def final_values():
         def q(p, cores):
             out, _ = jax.vmap(network.apply, in_axes=(None, 0, 0, 0))(
                 p,
-                data.final_obs[:-1],
+                final_obs,
                 jax.tree.map(lambda c: c[:-1], cores),
                 jnp.zeros_like(data.first[:-1]),
             )
             return out
 
-        select = jnp.argmax(q(params, online_cores), axis=-1)
+        select = policies.greedy(q(params, online_cores), legal(final_obs))
         return tx.apply_inv(rlax.batched_index(q(target_params, target_cores), select))
 
     rewards = data.reward[:-1]
@@ -244,7 +237,7 @@ def r2d2_loss(
         rewards, cfg.discount, data.terminated[:-1], data.truncated[:-1], final_values
     )
 
-    selector = jnp.argmax(online_q, axis=-1)
+    selector = policies.greedy(online_q, legal(data.obs))
     td = jax.vmap(
         lambda *a: rlax.transformed_n_step_q_learning(*a, n=cfg.bootstrap_n, tx_pair=tx),
         in_axes=1,
@@ -266,6 +259,7 @@ def make_r2d2(cfg: R2D2Config, spec: EnvSpec, layout: Layout) -> Algorithm:
     """R2D2 for a discrete-action environment, with `layout` sizing each device's replay."""
     learning.check_discrete("R2D2", spec)
     network = make_network(cfg.network, spec, QHead(spec.num_actions, cfg.dueling))
+    loss_spec = spec if spec.action_mask is not None else None
     optimizer = learning.make_optimizer(cfg.learning_rate, cfg.max_grad_norm, eps=cfg.adam_eps)
     replay_layout = cfg.replay_layout(layout)
     batch = cfg.batch_size // layout.num_devices
@@ -275,13 +269,13 @@ def make_r2d2(cfg: R2D2Config, spec: EnvSpec, layout: Layout) -> Algorithm:
     def init(key: jax.Array) -> R2D2State:
         params = network.init(key)
         step = Transition(
-            obs=jnp.zeros(spec.obs_shape, spec.obs_dtype),
+            obs=spec.zeros(),
             first=jnp.bool_(False),
             action=jnp.int32(0),
             reward=jnp.float32(0),
             terminated=jnp.bool_(False),
             truncated=jnp.bool_(False),
-            final_obs=jnp.zeros(spec.obs_shape, spec.obs_dtype),
+            final_obs=spec.zeros(),
             extras={},
         )
         core = jax.tree.map(lambda c: c[0], network.initial_state(1))
@@ -305,7 +299,7 @@ def make_r2d2(cfg: R2D2Config, spec: EnvSpec, layout: Layout) -> Algorithm:
         epsilon = (
             jnp.full_like(actor.epsilon, cfg.evaluation_epsilon) if evaluate else actor.epsilon
         )
-        action = epsilon_greedy(q, epsilon, keys)
+        action = policies.epsilon_greedy(q, epsilon, keys, policies.action_mask(spec, obs))
         return action, actor.replace(core=core), {"core": actor.core}
 
     def sgd_step(state: R2D2State, key: jax.Array):
@@ -321,6 +315,7 @@ def make_r2d2(cfg: R2D2Config, spec: EnvSpec, layout: Layout) -> Algorithm:
             sample.core,
             weights,
             cfg,
+            loss_spec,
         )
         target_params = optax.periodic_update(
             state.params, state.target_params, state.sgd_steps, cfg.target_update_period
@@ -347,17 +342,6 @@ def make_r2d2(cfg: R2D2Config, spec: EnvSpec, layout: Layout) -> Algorithm:
         return state, metrics
 
     return Algorithm(init=init, init_actor=init_actor, act=act, update=update)
-
-
-def epsilon_greedy(q: jax.Array, epsilon: jax.Array, keys: jax.Array) -> jax.Array:
-    """Per environment: a uniform random action with probability epsilon, else argmax q."""
-
-    def one(q, eps, key):
-        explore_key, action_key = jax.random.split(key)
-        random_action = jax.random.randint(action_key, (), 0, q.shape[-1])
-        return jnp.where(jax.random.uniform(explore_key) < eps, random_action, jnp.argmax(q))
-
-    return jax.vmap(one)(q, epsilon, keys).astype(jnp.int32)
 
 
 _SMALL_NET = NetworkConfig(hidden_sizes=(64,), lstm_size=64)

@@ -16,6 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+import envs
+from algorithms import policies
 from anakin import devices as dev
 from anakin.types import Algorithm, Metrics, RunnerState, Transition
 
@@ -358,11 +360,6 @@ class _EpisodeCarry(struct.PyTreeNode):
     record: Any  # Transition buffers [max_steps, B, ...], or ()
 
 
-def _random_actions(env: Any, env_params: Any, keys: jax.Array) -> jax.Array:
-    space = env.action_space(env_params)
-    return jax.vmap(space.sample)(keys)
-
-
 def make_episode_runner(
     algo: Algorithm | Build,
     env: Any,
@@ -393,6 +390,7 @@ def make_episode_runner(
         raise ValueError("recording episodes needs a single run; pick one run's learner")
     per_device = num_episodes // num_devices
     build = as_build(algo)
+    spec = envs.spec(env, env_params)
 
     def run(learner, keys, hp):  # keys [per_device, 2]
         algo = build(hp)
@@ -423,7 +421,8 @@ def make_episode_runner(
             if epsilon > 0:
                 coin_keys, random_keys = _split_env_keys(eps_keys, 2)
                 explore = jax.vmap(jax.random.uniform)(coin_keys) < epsilon
-                random = _random_actions(env, env_params, random_keys).astype(action.dtype)
+                mask = policies.action_mask(spec, c.obs)
+                random = policies.random_actions(spec, random_keys, mask).astype(action.dtype)
                 explore = explore.reshape((-1,) + (1,) * (action.ndim - 1))
                 action = jnp.where(explore, random.reshape(action.shape), action)
             obs, env_state, reward, terminated, truncated, info = env_step(
