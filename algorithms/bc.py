@@ -30,7 +30,7 @@ from algorithms import learning, policies
 from algorithms.networks import CategoricalHead, GaussianHead, NetworkConfig, make_network
 from algorithms.policies import gaussian_policy
 from anakin.config import ArchConfig, sweepable
-from anakin.types import Algorithm, Layout, Metrics, Params
+from anakin.types import Algorithm, AlgorithmEntry, Layout, Metrics, Params
 from envs import EnvSpec
 
 LOSSES = ("logp", "mse", "peerbc", "rcal")
@@ -430,3 +430,11 @@ PRESETS: dict[str, tuple[BCConfig, ArchConfig]] = {
         ArchConfig(num_envs=8, rollout_length=1, updates_per_call=2, total_env_steps=128),
     ),
 }
+
+ENTRY = AlgorithmEntry(
+    config_cls=BCConfig,
+    make=make_bc,
+    presets=PRESETS,
+    offline=True,
+    samples_per_update=lambda cfg, layout: cfg.batch_size * cfg.num_sgd_steps_per_step,
+)

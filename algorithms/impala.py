@@ -22,7 +22,7 @@ import rlax
 from algorithms import learning, policies
 from algorithms.networks import Network, NetworkConfig, PolicyValueHead, make_network
 from anakin.config import ArchConfig, sweepable
-from anakin.types import Algorithm, Layout, Metrics, Params, Transition
+from anakin.types import Algorithm, AlgorithmEntry, Layout, Metrics, Params, Transition
 from envs import EnvSpec
 
 
@@ -227,3 +227,9 @@ PRESETS: dict[str, tuple[ImpalaConfig, ArchConfig]] = {
         ArchConfig(num_envs=8, rollout_length=4, updates_per_call=2, total_env_steps=128),
     ),
 }
+
+ENTRY = AlgorithmEntry(
+    config_cls=ImpalaConfig,
+    make=make_impala,
+    presets=PRESETS,
+)

@@ -25,7 +25,7 @@ from algorithms import learning, policies
 from algorithms import replay as replay_lib
 from algorithms.networks import Network, NetworkConfig, QHead, make_network
 from anakin.config import ArchConfig, sweepable
-from anakin.types import Algorithm, Layout, Metrics, Params, Transition
+from anakin.types import Algorithm, AlgorithmEntry, Layout, Metrics, Params, Transition
 from envs import EnvSpec
 
 
@@ -386,3 +386,9 @@ PRESETS: dict[str, tuple[R2D2Config, ArchConfig]] = {
         ArchConfig(num_envs=8, rollout_length=4, updates_per_call=2, total_env_steps=256),
     ),
 }
+
+ENTRY = AlgorithmEntry(
+    config_cls=R2D2Config,
+    make=make_r2d2,
+    presets=PRESETS,
+)

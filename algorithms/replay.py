@@ -42,6 +42,7 @@ class ReplayLayout(NamedTuple):
     capacity: int  # steps per environment ring, a multiple of `period`
     length: int  # steps per sequence
     period: int  # steps between sequence starts
+    prioritised: bool = True  # False: uniform sampling, and no sum tree at all
 
     @property
     def slots(self) -> int:
@@ -59,12 +60,19 @@ class ReplayLayout(NamedTuple):
         return tree_depth(self.num_envs * self.slots)
 
 
-def sequence_layout(layout: Layout, capacity: int, length: int, period: int) -> ReplayLayout:
+def sequence_layout(
+    layout: Layout, capacity: int, length: int, period: int, prioritised: bool = True
+) -> ReplayLayout:
     """One device's replay for `capacity` sequences over all devices (capacity / num_envs
-    slots per environment), sequences of `length` steps starting every `period` steps."""
+    slots per environment), sequences of `length` steps starting every `period` steps. A
+    transition replay (DQN, SAC) is sequences of n + 1 steps starting every step."""
     slots = capacity // layout.num_envs
     return ReplayLayout(
-        num_envs=layout.envs_per_device, capacity=slots * period, length=length, period=period
+        num_envs=layout.envs_per_device,
+        capacity=slots * period,
+        length=length,
+        period=period,
+        prioritised=prioritised,
     )
 
 
@@ -140,7 +148,7 @@ def init(
         steps=jax.tree.map(lambda x: jnp.zeros((e, c, *jnp.shape(x)), jnp.asarray(x).dtype), step),
         core=jax.tree.map(lambda x: jnp.zeros((e, k, *jnp.shape(x)), jnp.asarray(x).dtype), core),
         priority=jnp.zeros((e, k), jnp.float32),
-        tree=build_tree(jnp.zeros(0, jnp.float32), layout.tree_depth),
+        tree=build_tree(jnp.zeros(0, jnp.float32), layout.tree_depth) if layout.prioritised else (),
         exponent=jnp.asarray(exponent, jnp.float32),
         written=jnp.int32(0),
         max_priority=jnp.float32(1.0),
@@ -279,7 +287,9 @@ def insert(
     # Only slots whose first step lies in (N - L, N + T) (N: steps written before) can change
     # status; refresh just their leaves of the tree (the power is costly on every slot).
     num_changed = (layout.length + num_steps) // layout.period + 2
-    if num_changed >= layout.slots:
+    if not layout.prioritised:
+        tree = ()
+    elif num_changed >= layout.slots:
         tree = build_tree(_weights(priority, replay.exponent).reshape(-1), layout.tree_depth)
     else:
         first = jnp.floor_divide(replay.written - layout.length, layout.period) + 1
@@ -310,7 +320,10 @@ def gather(replay: SequenceReplay, layout: ReplayLayout, env: jax.Array, slot: j
 
 
 def sample(replay: SequenceReplay, layout: ReplayLayout, key: jax.Array, batch_size: int) -> Sample:
-    """Draws `batch_size` sequences with probability proportional to priority ** exponent."""
+    """Draws `batch_size` sequences with probability proportional to priority ** exponent, or
+    uniformly among the sampleable ones when the layout is not prioritised."""
+    if not layout.prioritised:
+        return _sample_uniform(replay, layout, key, batch_size)
     idx = search(replay.tree, jax.random.uniform(key, (batch_size,), jnp.float32))
     env = (idx // layout.slots).astype(jnp.int32)
     slot = (idx % layout.slots).astype(jnp.int32)
@@ -325,6 +338,27 @@ def sample(replay: SequenceReplay, layout: ReplayLayout, key: jax.Array, batch_s
     )
 
 
+def _sample_uniform(
+    replay: SequenceReplay, layout: ReplayLayout, key: jax.Array, batch_size: int
+) -> Sample:
+    """Uniform draws (with replacement) among sampleable slots: the k-th valid slot, k uniform."""
+    valid = replay.priority.reshape(-1) > 0  # [E K]
+    num_valid = jnp.sum(valid, dtype=jnp.int32)
+    k = jax.random.randint(key, (batch_size,), 0, jnp.maximum(num_valid, 1))
+    idx = jnp.searchsorted(jnp.cumsum(valid, dtype=jnp.int32), k, side="right")
+    idx = jnp.minimum(idx, valid.shape[0] - 1).astype(jnp.int32)
+    env, slot = idx // layout.slots, idx % layout.slots
+    steps, core = gather(replay, layout, env, slot)
+    return Sample(
+        steps=steps,
+        core=core,
+        env=env,
+        slot=slot,
+        probability=jnp.full((batch_size,), 1.0, jnp.float32) / jnp.maximum(num_valid, 1),
+        num_valid=num_valid,
+    )
+
+
 def importance_weights(sample: Sample, exponent: float) -> jax.Array:
     """(N * P(i)) ** -exponent, normalised by the batch maximum (Schaul et al. 2016)."""
     w = (sample.num_valid * sample.probability) ** (-exponent)
@@ -334,7 +368,10 @@ def importance_weights(sample: Sample, exponent: float) -> jax.Array:
 def update_priorities(
     replay: SequenceReplay, layout: ReplayLayout, sample: Sample, priorities: jax.Array
 ) -> SequenceReplay:
-    """Writes new priorities (>= MIN_PRIORITY) for the sampled slots; raises the max priority."""
+    """Writes new priorities (>= MIN_PRIORITY) for the sampled slots; raises the max priority.
+    A uniform replay has no priorities to write: it is returned unchanged."""
+    if not layout.prioritised:
+        return replay
     priorities = jnp.maximum(priorities.astype(jnp.float32), MIN_PRIORITY)
     flat = sample.env * layout.slots + sample.slot
     priority = replay.priority.reshape(-1).at[flat].set(priorities)

@@ -35,7 +35,7 @@ from anakin.config import (
     to_dict,
     train_config_from_dict,
 )
-from anakin.types import Algorithm, Layout, RunnerState
+from anakin.types import Algorithm, AlgorithmEntry, Layout, RunnerState
 
 
 class Setup(NamedTuple):
@@ -66,7 +66,7 @@ class RunResult(NamedTuple):
 
 
 def make_build(
-    entry: algorithms.AlgorithmEntry, cfg: TrainConfig, spec: envs.EnvSpec, layout: Layout
+    entry: AlgorithmEntry, cfg: TrainConfig, spec: envs.EnvSpec, layout: Layout
 ) -> loop.Build:
     """The algorithm with a run's hyperparameter overrides (possibly traced values)."""
 

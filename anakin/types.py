@@ -67,6 +67,31 @@ class Algorithm(NamedTuple):
     update: Callable[[LearnerState, Transition, PRNGKey], tuple[LearnerState, Metrics]]
 
 
+def env_steps_per_update(cfg: Any, layout: Layout) -> int:
+    """What an online algorithm's update consumes: one rollout of every environment."""
+    del cfg
+    return layout.num_envs * layout.rollout_length
+
+
+class AlgorithmEntry(NamedTuple):
+    """What the runner knows of an algorithm: its module's `ENTRY`.
+
+    config_cls: its frozen config dataclass, with `validate(layout, spec, data_size=None)`
+      raising ValueError for settings that cannot work, and a `tiny` preset among `presets`.
+    make(cfg, spec, layout) -> Algorithm.
+    presets: name -> (algorithm config, ArchConfig).
+    offline: learns from a dataset (TrainConfig.dataset), not from rollouts.
+    samples_per_update(cfg, layout): env steps (online) or dataset samples (offline) one
+      update consumes, over all devices: the run's progress is counted in them.
+    """
+
+    config_cls: type
+    make: Callable[[Any, Any, Layout], Algorithm]
+    presets: dict[str, tuple[Any, Any]]
+    offline: bool = False
+    samples_per_update: Callable[[Any, Layout], int] = env_steps_per_update
+
+
 class RunnerState(struct.PyTreeNode):
     """All of training's state; it lives on the devices between program calls.
 

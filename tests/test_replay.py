@@ -172,3 +172,23 @@ def test_importance_weights_hand_worked():
     )
     # beta = 1: [1, 0.5, 0.25]
     np.testing.assert_allclose(rp.importance_weights(sample, 1.0), [1.0, 0.5, 0.25], rtol=1e-6)
+
+
+def test_uniform_replay_samples_every_valid_slot_equally_and_keeps_no_tree():
+    layout = rp.ReplayLayout(num_envs=2, capacity=8, length=2, period=2, prioritised=False)
+    replay = fill(layout, steps=5, per_insert=1, num_envs=2)
+    assert replay.tree == ()
+    valid = np.asarray(replay.priority).reshape(-1) > 0
+    assert valid.sum() == 4  # per env: slots starting at steps 0 and 2 (4 is half written)
+    n = 120_000
+    sample = jax.jit(lambda k: rp.sample(replay, layout, k, n))(jax.random.PRNGKey(0))
+    counts = np.bincount(np.asarray(sample.env * 4 + sample.slot), minlength=8)
+    assert np.all(counts[~valid] == 0)
+    expected = 1 / valid.sum()
+    tolerance = 5 * np.sqrt(expected * (1 - expected) / n)
+    np.testing.assert_array_less(np.abs(counts[valid] / n - expected), tolerance)
+    np.testing.assert_allclose(sample.probability, expected, rtol=1e-6)
+    # Sequences are read back as stored: obs[t + 1] = obs[t] + 1 within a sequence.
+    np.testing.assert_array_equal(sample.steps.obs[1] - sample.steps.obs[0], 1.0)
+    same = rp.update_priorities(replay, layout, sample, jnp.ones(n))
+    assert same is replay
