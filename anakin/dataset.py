@@ -254,22 +254,6 @@ def episode_returns(steps: Steps | Dataset) -> tuple[np.ndarray, np.ndarray]:
     return sums[complete], (last - first + 1)[complete]
 
 
-def split_for_devices(steps: Steps, num_devices: int) -> Steps:
-    """[N, ...] leaves to [num_devices, N // num_devices, ...], dropping the last N mod D steps.
-
-    Device i gets the i-th contiguous block; place the result with `anakin.devices.shard`.
-    """
-    per_device = np.shape(steps.reward)[0] // num_devices
-    return Steps(
-        *(
-            np.asarray(x)[: per_device * num_devices].reshape(
-                (num_devices, per_device, *np.shape(x)[1:])
-            )
-            for x in steps
-        )
-    )
-
-
 def summary(dataset: Dataset) -> dict[str, Any]:
     """Plain-Python statistics of a dataset (JSON-serialisable), for logs and `anakin` output."""
     returns, lengths = episode_returns(dataset)

@@ -122,9 +122,23 @@ def shard(tree: Any, devices: Sequence[jax.Device]) -> Any:
     )
 
 
-def split_leading(tree: Any, num_devices: int) -> Any:
-    """[N, ...] leaves to [num_devices, N // num_devices, ...]."""
-    return jax.tree.map(lambda x: jnp.reshape(x, (num_devices, -1, *x.shape[1:])), tree)
+def split_leading(tree: Any, num_devices: int, axis: int = 0, drop_remainder: bool = False) -> Any:
+    """Host leaves [..., N, ...] (N at `axis`) to [num_devices, ..., N // num_devices, ...]:
+    device i gets the i-th contiguous block, ready for `shard`.
+
+    N must divide over the devices, unless `drop_remainder` leaves out the last N mod D items.
+    This is the one place that splits data for devices (environments, runs, datasets).
+    """
+
+    def split(x):
+        x = np.asarray(x)
+        n = x.shape[axis] // num_devices
+        if drop_remainder:
+            x = np.take(x, np.arange(n * num_devices), axis=axis)
+        x = x.reshape((*x.shape[:axis], num_devices, n, *x.shape[axis + 1 :]))
+        return np.moveaxis(x, axis, 0)
+
+    return jax.tree.map(split, tree)
 
 
 def replicate(tree: Any, devices: Sequence[jax.Device]) -> Any:

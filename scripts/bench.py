@@ -64,32 +64,33 @@ def synthetic_dataset(env_name: str, steps: int, path: Path) -> Path:
     import numpy as np
 
     import envs
+    from algorithms import policies
     from anakin import dataset as dataset_lib
     from anakin import devices as dev
-    from anakin import loop
+    from anakin import episodes as episodes_lib
     from anakin.types import Algorithm
 
     env, params = envs.make(env_name)
     spec = envs.spec(env, params, env_name)
 
     def act(learner, actor, obs, first, keys, evaluate=False):
-        action = jax.vmap(env.action_space(params).sample)(keys)
+        action = policies.random_actions(spec, keys, policies.action_mask(spec, obs))
         return action, actor, {}
 
     random_policy = Algorithm(lambda k: (), lambda k, n: (), act, None)
     episodes = 64
-    run = loop.make_episode_runner(
+    run = episodes_lib.make_episode_runner(
         random_policy,
         env,
         params,
         num_episodes=episodes,
         max_steps=max(steps // episodes, 50),
         devices=dev.select(1),
-        record=True,
+        record=episodes_lib.record_transitions,
     )
-    from anakin import runner
+    from anakin import policy
 
-    returns, cols = runner._episodes_to_steps(run((), jax.random.PRNGKey(0)), episodes)
+    returns, cols = policy.episodes_to_steps(run((), jax.random.PRNGKey(0)), episodes)
     del returns
     data = dataset_lib.from_steps(
         spec, **{k: np.asarray(v) for k, v in cols.items()}, source="random actions (benchmark)"
@@ -209,7 +210,7 @@ def measure(spec: dict) -> dict:
 
     jax.block_until_ready(call())
     if spec["algo"] == "r2d2":  # until learning is on, so SGD is inside every timed call
-        while float(runner.dev.unreplicate(call())["learning"]) < 1.0:
+        while float(runner.dev.unreplicate(call())["learner"]["learning"]) < 1.0:
             pass
     sgd_per_update = {
         "impala": getattr(cfg.algo, "num_sgd_steps_per_step", 1),

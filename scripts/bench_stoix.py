@@ -343,7 +343,7 @@ def run_ours(args, d: dict, seed: int, prepared: dict) -> dict:
         result = runner.train("r2d2", cfg, prepared=prepared["setup"])
         wall = time.perf_counter() - t0
     s = result.summary
-    sgd = int(np.asarray(jax.device_get(result.state.learner.steps)).reshape(-1)[0])
+    sgd = int(np.asarray(jax.device_get(result.state.learner.sgd_steps)).reshape(-1)[0])
     return {
         "wall_s": wall,
         "env_steps": s["env_steps"],

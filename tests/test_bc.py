@@ -179,7 +179,7 @@ def train(steps: dataset.Steps, spec: EnvSpec, cfg: BCConfig, calls: int):
     cfg.validate(Layout(8, NUM_DEVICES, 1), spec, steps.reward.shape[0])
     algo = make_bc(cfg, spec, Layout(num_envs=8, num_devices=NUM_DEVICES, rollout_length=1))
     state = dev.replicate(algo.init(jax.random.PRNGKey(0)), devices)
-    data = dev.shard(dataset.split_for_devices(steps, NUM_DEVICES), devices)
+    data = dev.shard(dev.split_leading(steps, NUM_DEVICES, drop_remainder=True), devices)
     update = dev.pmap(algo.update, devices)
     for i in range(calls):
         state, metrics = update(state, data, dev.replicate(jax.random.PRNGKey(100 + i), devices))

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from anakin import dataset
+from anakin import devices as dev
 from anakin.dataset import DatasetError, Steps
 from anakin.types import Transition
 from envs import EnvSpec
@@ -166,7 +167,7 @@ def test_from_transitions_is_environment_major_and_drops_partial_heads():
 
 
 def test_split_for_devices_drops_the_remainder():
-    split = dataset.split_for_devices(toy().steps, 2)
+    split = dev.split_leading(toy().steps, 2, drop_remainder=True)
     assert isinstance(split, Steps)
     assert split.observation.shape == (2, 3, 2) and split.action.shape == (2, 3)
     np.testing.assert_array_equal(split.action.reshape(-1), toy().action[:6])

@@ -14,7 +14,8 @@ import toy_envs  # noqa: F401  (registers test-Masked)
 
 import algorithms
 from anakin import devices as dev
-from anakin import loop, runner
+from anakin import episodes as episodes_lib
+from anakin import runner
 from anakin.config import EvalConfig, TrainConfig
 
 
@@ -40,7 +41,7 @@ def test_masked_actions_are_never_taken(algo, tmp_path):
     saved = runner.load_policy(tmp_path / "masked")
     algorithm, learner = saved.run(0)
     devices = dev.select(0)
-    run = loop.make_episode_runner(
+    run = episodes_lib.make_episode_runner(
         algorithm,
         saved.env,
         saved.env_params,

@@ -1,0 +1,253 @@
+"""Whole episodes on device: evaluation, and recording for datasets (and later videos).
+
+`make_episode_runner` plays one episode per environment with an algorithm's evaluation policy
+until every episode has ended or a step limit has passed (a `while_loop`), optionally handing
+every step to a recording hook whose outputs it keeps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+import envs
+from algorithms import policies
+from anakin import devices as dev
+from anakin import runs as runs_lib
+from anakin.loop import env_step, split_env_keys
+from anakin.types import Algorithm, Transition
+
+
+class EvalResult(NamedTuple):
+    """Per-episode results, leaves [num_episodes] (host numpy once returned)."""
+
+    returns: jax.Array  # float32, return over the episode (or up to the step limit)
+    lengths: jax.Array  # int32
+    finished: jax.Array  # bool, the episode ended before the step limit
+
+
+class Episodes(NamedTuple):
+    """What `make_episode_runner` returns: results, and what the recording hook kept."""
+
+    result: EvalResult
+    recorded: Any  # the hook's outputs, leaves [max_steps, num_episodes, ...]; valid for
+    # t < lengths; None without a hook
+
+
+class StepRecord(NamedTuple):
+    """One step of every environment of a device, as a recording hook sees it (leaves [B, ...])."""
+
+    obs: Any  # o_t
+    first: jax.Array  # o_t starts an episode
+    env_state: Any  # the state o_t was observed in (what a renderer draws)
+    action: jax.Array  # a_t
+    reward: jax.Array  # r_t
+    terminated: jax.Array
+    truncated: jax.Array
+    info: dict[str, Any]  # the environment's info, with final_observation
+
+
+Recorder = Callable[[StepRecord], Any]  # one step -> the tree to keep of it
+
+
+def record_transitions(step: StepRecord) -> Transition:
+    """The recording hook of datasets (`anakin collect`): each step as a `Transition`."""
+    return Transition(
+        obs=step.obs,
+        first=step.first,
+        action=step.action,
+        reward=step.reward,
+        terminated=step.terminated,
+        truncated=step.truncated,
+        final_obs=step.info["final_observation"],
+        extras={},
+    )
+
+
+class _EpisodeCarry(struct.PyTreeNode):
+    t: jax.Array  # int32 [], steps taken
+    env_state: Any
+    obs: Any
+    first: jax.Array
+    actor: Any
+    keys: jax.Array
+    done: jax.Array  # bool [B], this env's episode has ended
+    ret: jax.Array
+    length: jax.Array
+    record: Any  # the hook's output buffers [max_steps, B, ...], or ()
+
+
+def make_episode_runner(
+    algo: Algorithm | runs_lib.Build,
+    env: Any,
+    env_params: Any,
+    *,
+    num_episodes: int,
+    max_steps: int,
+    devices: Sequence[jax.Device],
+    epsilon: float = 0.0,
+    record: Recorder | None = None,
+    runs: runs_lib.Runs | None = None,
+) -> Callable[[Any, jax.Array], Episodes]:
+    """`run(learner (per device), key) -> Episodes`: one episode per environment.
+
+    Runs `num_episodes` environments (split over the devices) with the algorithm's evaluation
+    policy (with probability `epsilon` a uniformly random action instead) until each has
+    finished one episode or `max_steps` steps have passed, so an environment without a time
+    limit cannot hang it; a `while_loop` stops as soon as all are done. With a `record` hook,
+    its output for every step is kept (e.g. `record_transitions` for the `collect` command's
+    datasets, or environment states to draw). Episode i's randomness depends only on
+    (key, i), not on the device count. With `runs`, every run plays `num_episodes` episodes
+    with its own learner and key (`key` is then [R, 2]) and results gain a leading run axis.
+    """
+    devices = list(devices)
+    num_devices = len(devices)
+    if num_episodes % num_devices:
+        raise ValueError(f"episodes={num_episodes} do not divide over {num_devices} devices")
+    if record is not None and runs is not None:
+        raise ValueError("recording episodes needs a single run; pick one run's learner")
+    per_device = num_episodes // num_devices
+    build = runs_lib.as_build(algo)
+    spec = envs.spec(env, env_params)
+
+    def run(learner, keys, hp):  # keys [per_device, 2]
+        algo = build(hp)
+        reset_keys, keys = split_env_keys(keys, 2)
+        obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(reset_keys, env_params)
+        actor = algo.init_actor(jax.random.PRNGKey(0), per_device)
+        first = jnp.ones(per_device, bool)
+
+        def policy_step(c: _EpisodeCarry):
+            keys, act_keys, eps_keys, step_keys = split_env_keys(c.keys, 4)
+            action, actor, _ = algo.act(learner, c.actor, c.obs, c.first, act_keys, evaluate=True)
+            if epsilon > 0:
+                coin_keys, random_keys = split_env_keys(eps_keys, 2)
+                explore = jax.vmap(jax.random.uniform)(coin_keys) < epsilon
+                mask = policies.action_mask(spec, c.obs)
+                random = policies.random_actions(spec, random_keys, mask).astype(action.dtype)
+                explore = explore.reshape((-1,) + (1,) * (action.ndim - 1))
+                action = jnp.where(explore, random.reshape(action.shape), action)
+            outcome = env_step(env, env_params, c.env_state, action, step_keys)
+            return keys, action, actor, outcome
+
+        def step_record(learner, actor, obs, env_state, keys):  # shapes of one step, for buffers
+            c = _EpisodeCarry(
+                t=jnp.int32(0),
+                env_state=env_state,
+                obs=obs,
+                first=jnp.ones(per_device, bool),
+                actor=actor,
+                keys=keys,
+                done=jnp.zeros(per_device, bool),
+                ret=jnp.zeros(per_device),
+                length=jnp.zeros(per_device, jnp.int32),
+                record=(),
+            )
+            _, action, _, (_, _, reward, terminated, truncated, info) = policy_step(c)
+            return StepRecord(obs, c.first, env_state, action, reward, terminated, truncated, info)
+
+        buffers = ()
+        if record is not None:
+            one = jax.eval_shape(lambda: record(step_record(learner, actor, obs, env_state, keys)))
+            buffers = jax.tree.map(lambda x: jnp.zeros((max_steps, *x.shape), x.dtype), one)
+
+        def body(c: _EpisodeCarry) -> _EpisodeCarry:
+            keys, action, actor, outcome = policy_step(c)
+            obs, env_state, reward, terminated, truncated, info = outcome
+            live = jnp.logical_not(c.done)
+            out = c.record
+            if record is not None:
+                step = StepRecord(
+                    obs=c.obs,
+                    first=c.first,
+                    env_state=c.env_state,
+                    action=action,
+                    reward=reward,
+                    terminated=terminated,
+                    truncated=truncated,
+                    info=info,
+                )
+                out = jax.tree.map(lambda buf, x: buf.at[c.t].set(x), c.record, record(step))
+            first = jnp.logical_or(terminated, truncated)
+            return c.replace(
+                t=c.t + 1,
+                env_state=env_state,
+                obs=obs,
+                first=first,
+                actor=actor,
+                keys=keys,
+                done=jnp.logical_or(c.done, first),
+                ret=c.ret + jnp.where(live, reward, 0.0),
+                length=c.length + live.astype(jnp.int32),
+                record=out,
+            )
+
+        def cond(c: _EpisodeCarry) -> jax.Array:
+            return jnp.logical_and(c.t < max_steps, jnp.logical_not(jnp.all(c.done)))
+
+        c = jax.lax.while_loop(
+            cond,
+            body,
+            _EpisodeCarry(
+                t=jnp.int32(0),
+                env_state=env_state,
+                obs=obs,
+                first=first,
+                actor=actor,
+                keys=keys,
+                done=jnp.zeros(per_device, bool),
+                ret=jnp.zeros(per_device),
+                length=jnp.zeros(per_device, jnp.int32),
+                record=buffers,
+            ),
+        )
+        result = dev.all_gather(EvalResult(c.ret, c.length, c.done))
+        result = jax.tree.map(lambda x: x.reshape(-1), result)  # [num_episodes], all devices
+        recorded = None
+        if record is not None:  # [D, T, B, ...] -> [T, D * B, ...]
+            recorded = jax.tree.map(
+                lambda x: jnp.moveaxis(x, 0, 1).reshape((max_steps, num_episodes, *x.shape[3:])),
+                dev.all_gather(c.record),
+            )
+        return Episodes(result, recorded)
+
+    program = dev.pmap(runs_lib.over_runs(run, runs), devices)
+
+    def run_episodes(learner, key: jax.Array) -> Episodes:
+        if runs is None:
+            keys = jax.random.split(key, num_episodes)
+        else:
+            keys = jax.vmap(lambda k: jax.random.split(k, num_episodes))(key)
+        return dev.unreplicate(
+            program(learner, dev.shard(runs_lib.per_device(keys, num_devices, runs), devices))
+        )
+
+    return run_episodes
+
+
+def make_evaluator(
+    algo: Algorithm | runs_lib.Build,
+    env: Any,
+    env_params: Any,
+    *,
+    num_episodes: int,
+    max_steps: int,
+    devices: Sequence[jax.Device],
+    runs: runs_lib.Runs | None = None,
+) -> Callable[[Any, jax.Array], EvalResult]:
+    """`evaluate(learner (per device), key) -> EvalResult` with the evaluation policy; see
+    `make_episode_runner`."""
+    run = make_episode_runner(
+        algo,
+        env,
+        env_params,
+        num_episodes=num_episodes,
+        max_steps=max_steps,
+        devices=devices,
+        runs=runs,
+    )
+    return lambda learner, key: run(learner, key).result

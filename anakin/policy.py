@@ -1,0 +1,225 @@
+"""A saved policy: a checkpoint's learner read back on this machine, evaluated, or recorded
+into a dataset (the core of `anakin evaluate`, `anakin collect` and the Python API)."""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import algorithms
+import envs
+from anakin import dataset as dataset_lib
+from anakin import devices as dev
+from anakin import episodes as episodes_lib
+from anakin import logger, loop, offline
+from anakin import runs as runs_lib
+from anakin.checkpoint import Checkpointer
+from anakin.config import EvalConfig, TrainConfig, train_config_from_dict
+from anakin.records import eval_record, run_evals
+from anakin.rundir import read_description
+from anakin.setup import make_build, make_runs
+from anakin.types import Algorithm, Layout
+
+
+class SavedPolicy(NamedTuple):
+    """A checkpoint's learner, with what it needs to act, rebuilt on this machine."""
+
+    algo_name: str
+    cfg: TrainConfig
+    env: Any
+    env_params: Any
+    spec: envs.EnvSpec
+    build: runs_lib.Build
+    runs: runs_lib.Runs | None
+    learner: Any  # host arrays, one device's copy (leading run axis when `runs`)
+    step: int
+
+    def run(self, r: int) -> tuple[Algorithm, Any]:
+        """Run r's algorithm and learner (the only one when there is a single run)."""
+        if self.runs is None:
+            if r:
+                raise ValueError(f"--run {r}: this checkpoint holds a single run (use 0)")
+            return self.build({}), self.learner
+        if not 0 <= r < self.runs.num:
+            raise ValueError(f"--run {r}: this checkpoint holds runs 0..{self.runs.num - 1}")
+        hp = {k: np.float32(v) for k, v in self.runs.of(r).items()}
+        return self.build(hp), jax.tree.map(lambda x: x[r], self.learner)
+
+
+def load_policy(run_dir: Path, step: int | None = None) -> SavedPolicy:
+    """Reads a run's checkpoint (default: the newest good one) onto this machine, whatever
+    devices wrote it. Raises ValueError / CheckpointError naming what is wrong."""
+    from jax.sharding import SingleDeviceSharding
+
+    desc = read_description(run_dir)
+    algo_name = desc["algorithm"]
+    entry = algorithms.get(algo_name)
+    cfg = train_config_from_dict(desc["config"], entry.config_cls)
+    saved_devices = desc["derived"]["num_devices"]
+    env, env_params = envs.make(cfg.env.name, hide=cfg.env.hide, **cfg.env.kwargs)
+    spec = envs.spec(env, env_params, cfg.env.name)
+    layout = Layout(cfg.arch.num_envs, saved_devices, cfg.arch.rollout_length)
+    build = make_build(entry, cfg, spec, layout)
+    runs = make_runs(cfg, entry.config_cls)
+    sharding = SingleDeviceSharding(jax.local_devices()[0])
+    if entry.offline:
+        shapes = offline.offline_state_shapes(build, saved_devices, sharding, runs)
+    else:
+        shapes = loop.state_shapes(
+            build, env, env_params, cfg.arch.num_envs, saved_devices, sharding=sharding, runs=runs
+        )
+    checkpointer = Checkpointer(run_dir)
+    try:
+        step = step if step is not None else checkpointer.latest_step()
+        state, _ = checkpointer.restore(step, like=shapes)
+    finally:
+        checkpointer.close()
+    learner = jax.tree.map(lambda x: np.asarray(x)[0], state.learner)
+    return SavedPolicy(algo_name, cfg, env, env_params, spec, build, runs, learner, step)
+
+
+def evaluate_checkpoint(
+    run_dir: Path,
+    step: int | None = None,
+    episodes: int | None = None,
+    max_steps: int | None = None,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Evaluates a run's checkpoint on this machine's devices, whatever devices trained it;
+    every run of a multi-run (seeds, sweep) checkpoint. Writes and returns
+    `evaluation-<step>.json` in the run directory."""
+    saved = load_policy(run_dir, step)
+    devices = dev.select(0)
+    episodes = episodes or saved.cfg.eval.episodes or 32
+    max_steps = max_steps or saved.cfg.eval.max_steps
+    EvalConfig(episodes=episodes, max_steps=max_steps).validate(len(devices))
+    evaluate = episodes_lib.make_evaluator(
+        saved.build,
+        saved.env,
+        saved.env_params,
+        num_episodes=episodes,
+        max_steps=max_steps,
+        devices=devices,
+        runs=saved.runs,
+    )
+    key = jax.random.PRNGKey(seed)
+    if saved.runs:
+        key = jnp.stack([jax.random.fold_in(key, r) for r in range(saved.runs.num)])
+    t0 = time.monotonic()
+    result = evaluate(dev.replicate(saved.learner, devices), key)
+    if saved.runs is None:
+        summary = eval_record(result)
+    else:
+        summary = run_evals(result, saved.runs)
+    out = {
+        "run_dir": str(run_dir),
+        "algorithm": saved.algo_name,
+        "env": saved.cfg.env.name,
+        "step": saved.step,
+        "seed": seed,
+        "eval_time": time.monotonic() - t0,
+        **summary,
+    }
+    if jax.process_index() == 0:
+        logger.write_json(Path(run_dir) / f"evaluation-{saved.step}.json", out)
+    return out
+
+
+def collect(
+    run_dir: Path,
+    out: Path,
+    episodes: int,
+    step: int | None = None,
+    epsilon: float = 0.0,
+    max_steps: int | None = None,
+    seed: int = 0,
+    run: int = 0,
+) -> dict[str, Any]:
+    """Records `episodes` episodes of a saved policy (evaluation policy, plus `epsilon`-random
+    actions) on this machine's devices into a dataset file (see `anakin.dataset`)."""
+    if episodes < 1:
+        raise ValueError(f"--episodes={episodes} must be >= 1")
+    if not 0.0 <= epsilon <= 1.0:
+        raise ValueError(f"--epsilon={epsilon} must lie in [0, 1]")
+    saved = load_policy(run_dir, step)
+    algorithm, learner = saved.run(run)
+    devices = dev.select(0)
+    max_steps = max_steps or saved.cfg.eval.max_steps
+    per_batch = len(devices) * math.ceil(min(episodes, 256) / len(devices))
+    run = episodes_lib.make_episode_runner(
+        algorithm,
+        saved.env,
+        saved.env_params,
+        num_episodes=per_batch,
+        max_steps=max_steps,
+        devices=devices,
+        epsilon=epsilon,
+        record=episodes_lib.record_transitions,
+    )
+    learner = dev.replicate(learner, devices)
+    parts, t0, batch = [], time.monotonic(), 0
+    while sum(len(p[0]) for p in parts) < episodes:
+        eps = run(learner, jax.random.fold_in(jax.random.PRNGKey(seed), batch))
+        batch += 1
+        need = episodes - sum(len(p[0]) for p in parts)
+        parts.append(episodes_to_steps(eps, need))
+    data = dataset_lib.from_steps(
+        saved.spec,
+        **{k: np.concatenate([p[1][k] for p in parts]) for k in parts[0][1]},
+        env_kwargs=saved.cfg.env.kwargs,
+        source=f"anakin collect {run_dir} (step {saved.step}, epsilon {epsilon}, seed {seed})",
+    )
+    dataset_lib.save(out, data)
+    returns = np.concatenate([p[0] for p in parts])
+    return {
+        "out": str(out),
+        "episodes": int(len(returns)),
+        "steps": int(data.num_steps),
+        "mean_return": float(returns.mean()),
+        "min_return": float(returns.min()),
+        "max_return": float(returns.max()),
+        "step": saved.step,
+        "epsilon": epsilon,
+        "collect_time": time.monotonic() - t0,
+    }
+
+
+def episodes_to_steps(eps: episodes_lib.Episodes, limit: int):
+    """The first `limit` recorded episodes as episode-contiguous step arrays.
+
+    An episode cut by the step limit before it ended is kept, marked truncated (a time limit).
+    """
+    steps = jax.tree.map(np.asarray, eps.recorded)
+    lengths = np.asarray(eps.result.lengths)[:limit]
+    cut = ~np.asarray(eps.result.finished)[:limit]
+    cols = {
+        "observation": [],
+        "action": [],
+        "reward": [],
+        "terminated": [],
+        "truncated": [],
+        "next_observation": [],
+        "episode_start": [],
+    }
+    for i, n in enumerate(lengths):
+        take = slice(0, int(n))
+        cols["observation"].append(steps.obs[take, i])
+        cols["action"].append(steps.action[take, i])
+        cols["reward"].append(steps.reward[take, i].astype(np.float32))
+        cols["terminated"].append(steps.terminated[take, i])
+        truncated = steps.truncated[take, i].copy()
+        if cut[i]:
+            truncated[-1] = True
+        cols["truncated"].append(truncated)
+        cols["next_observation"].append(steps.final_obs[take, i])
+        start = np.zeros(int(n), bool)
+        start[0] = True
+        cols["episode_start"].append(start)
+    returns = np.asarray(eps.result.returns)[:limit]
+    return returns, {k: np.concatenate(v) for k, v in cols.items()}

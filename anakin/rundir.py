@@ -1,0 +1,80 @@
+"""Run directories: their names, what they record of a run, and the checks of a resume."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+
+import algorithms
+from anakin.config import TrainConfig, differences, is_resumable, train_config_from_dict
+
+
+class Resume(NamedTuple):
+    """Continue the run in `run_dir` from checkpoint `step` (None: the newest)."""
+
+    run_dir: Path
+    step: int | None = None
+
+
+class NothingToResume(ValueError):
+    """The run to resume already reached the requested arch.total_env_steps."""
+
+
+def check_resume(saved: TrainConfig, cfg: TrainConfig, force: bool = False) -> None:
+    """Refuses (ValueError listing each field) a resume whose config differs from the saved one
+    in anything not declared `resumable` in `anakin.config`, unless `force`."""
+    diffs = [d for d in differences(saved, cfg) if not is_resumable(TrainConfig, d[0])]
+    if diffs and not force:
+        lines = "\n".join(f"  {name}: saved {a!r}, now {b!r}" for name, a, b in diffs)
+        raise ValueError(
+            f"the config differs from the one the run was saved with:\n{lines}\n"
+            "resume with the saved values (drop those flags), or pass --force to resume anyway "
+            "(the result will no longer match an uninterrupted run)"
+        )
+
+
+def load_saved_config(run_dir: Path, algo_name: str) -> TrainConfig:
+    """The config a run directory was trained with (ValueError if unreadable or another algo)."""
+    saved = read_description(run_dir)
+    if saved.get("algorithm") != algo_name:
+        raise ValueError(
+            f"{run_dir} was trained with {saved.get('algorithm')!r}, not {algo_name!r}"
+        )
+    return train_config_from_dict(saved["config"], algorithms.get(algo_name).config_cls)
+
+
+def agree(text: str) -> str:
+    """Process 0's `text` on every process (run directory names must match across hosts)."""
+    if jax.process_count() == 1:
+        return text
+    from jax.experimental import multihost_utils
+
+    data = np.zeros(1024, np.uint8)
+    raw = text.encode()[:1024]
+    data[: len(raw)] = np.frombuffer(raw, np.uint8)
+    data = np.asarray(multihost_utils.broadcast_one_to_all(data))
+    return bytes(data[data > 0]).decode()
+
+
+def read_description(run_dir: Path) -> dict[str, Any]:
+    path = Path(run_dir) / "config.json"
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ValueError(f"{path} does not exist: is {run_dir} an anakin run directory?") from None
+    except ValueError as e:
+        raise ValueError(f"{path} is not valid JSON ({e})") from None
+
+
+def check_same_devices(run_dir: Path, prepared: Any) -> None:
+    """A resumed run must lay its state over as many devices as the saved one."""
+    saved = read_description(run_dir)["derived"]["num_devices"]
+    if saved != len(prepared.devices):
+        raise ValueError(
+            f"{run_dir} was trained on {saved} devices but this run has {len(prepared.devices)}; "
+            f"resume where {saved} devices exist (or set arch.num_devices={saved})"
+        )

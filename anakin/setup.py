@@ -1,0 +1,201 @@
+"""Set-up: a config checked and turned into environment, algorithm and program, before
+anything compiles; and the description of a run that config.json records."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import platform
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+
+import algorithms
+import anakin
+import envs
+from anakin import dataset as dataset_lib
+from anakin import devices as dev
+from anakin import episodes as episodes_lib
+from anakin import loop, offline
+from anakin import runs as runs_lib
+from anakin.config import TrainConfig, expand_runs, to_dict
+from anakin.types import Algorithm, AlgorithmEntry, Layout
+
+
+class Setup(NamedTuple):
+    """Everything a config builds, checked, before anything is compiled."""
+
+    algo_name: str
+    cfg: TrainConfig
+    devices: list[jax.Device]
+    env: Any
+    env_params: Any
+    spec: envs.EnvSpec
+    algorithm: Algorithm
+    program: loop.Program
+    evaluate: Any  # episodes_lib.make_evaluator's function, or None when evaluation is off
+    steps_per_call: int  # env steps per program call (offline: dataset samples)
+    dataset_meta: dict[str, Any] | None  # offline algorithms: the dataset's meta
+    runs: runs_lib.Runs | None  # several runs in one program (seeds, sweeps), else None
+
+    def num_calls(self, total_steps: int) -> int:
+        return max(1, math.ceil(total_steps / self.steps_per_call))
+
+
+def make_build(
+    entry: AlgorithmEntry, cfg: TrainConfig, spec: envs.EnvSpec, layout: Layout
+) -> runs_lib.Build:
+    """The algorithm with a run's hyperparameter overrides (possibly traced values)."""
+
+    def build(hp: dict[str, Any]) -> Algorithm:
+        return entry.make(dataclasses.replace(cfg.algo, **hp), spec, layout)
+
+    return build
+
+
+def make_runs(cfg: TrainConfig, algo_cls: type) -> runs_lib.Runs | None:
+    """The runs of one program (None for a single run: no run axis at all)."""
+    seeds, hparams = expand_runs(cfg, algo_cls)
+    if len(seeds) == 1 and not hparams:
+        return None
+    return runs_lib.Runs(tuple(seeds), {k: tuple(v) for k, v in hparams.items()})
+
+
+def setup(algo_name: str, cfg: TrainConfig) -> Setup:
+    """Validates `cfg` and builds the environment, algorithm and program (not yet compiled).
+
+    Raises:
+      ValueError: naming the offending values and what would work, for any config that cannot
+        run (unknown algorithm or environment, numbers that do not divide over devices, ...).
+    """
+    entry = algorithms.get(algo_name)
+    if not isinstance(cfg.algo, entry.config_cls):
+        raise ValueError(
+            f"algorithm {algo_name!r} needs a {entry.config_cls.__name__}, "
+            f"got {type(cfg.algo).__name__}"
+        )
+    envs.check_name(cfg.env.name)
+    devices = dev.select(cfg.arch.num_devices)
+    cfg.arch.validate(len(devices))
+    cfg.eval.validate(len(devices))
+    cfg.checkpoint.validate()
+    runs = make_runs(cfg, entry.config_cls)
+    try:
+        env, env_params = envs.make(cfg.env.name, hide=cfg.env.hide, **cfg.env.kwargs)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"environment {cfg.env.name!r}: {e}") from None
+    spec = envs.spec(env, env_params, cfg.env.name)
+    layout = Layout(cfg.arch.num_envs, len(devices), cfg.arch.rollout_length)
+    # Each run's own values must be valid too (a swept discount of 1.5 is refused by name).
+    run_cfgs = (
+        [cfg.algo]
+        if runs is None
+        else [dataclasses.replace(cfg.algo, **runs.of(r)) for r in range(runs.num)]
+    )
+
+    def check_runs(validate: Callable[[Any], None]) -> None:
+        for r, c in enumerate(run_cfgs):
+            try:
+                validate(c)
+            except ValueError as e:
+                if runs is None or not runs.hparams:
+                    raise
+                setting = ", ".join(f"algo.{k}={v}" for k, v in runs.of(r).items())
+                raise ValueError(f"the sweep's run with {setting}: {e}") from None
+
+    dataset_meta = None
+    if entry.offline:
+        if not cfg.dataset:
+            raise ValueError(
+                f"{algo_name} learns from a dataset: pass --dataset FILE (record "
+                "one with `anakin collect RUN_DIR --out FILE`)"
+            )
+        data = dataset_lib.load(cfg.dataset, spec)  # DatasetError is a ValueError
+        check_runs(lambda c: c.validate(layout, spec, data.num_steps))
+        build = make_build(entry, cfg, spec, layout)
+        program = offline.make_offline_program(
+            build,
+            data.steps,
+            updates_per_call=cfg.arch.updates_per_call,
+            devices=devices,
+            runs=runs,
+        )
+        dataset_meta = data.meta
+    else:
+        if cfg.dataset:
+            raise ValueError(
+                f"--dataset is for offline algorithms; {algo_name} learns from its own rollouts"
+            )
+        check_runs(lambda c: c.validate(layout, spec))
+        build = make_build(entry, cfg, spec, layout)
+        program = loop.make_program(
+            build,
+            env,
+            env_params,
+            num_envs=cfg.arch.num_envs,
+            rollout_length=cfg.arch.rollout_length,
+            updates_per_call=cfg.arch.updates_per_call,
+            devices=devices,
+            runs=runs,
+        )
+    steps_per_call = entry.samples_per_update(cfg.algo, layout) * cfg.arch.updates_per_call
+    algorithm = build({})
+    evaluate = None
+    if cfg.eval.episodes:
+        evaluate = episodes_lib.make_evaluator(
+            build,
+            env,
+            env_params,
+            num_episodes=cfg.eval.episodes,
+            max_steps=cfg.eval.max_steps,
+            devices=devices,
+            runs=runs,
+        )
+    return Setup(
+        algo_name,
+        cfg,
+        devices,
+        env,
+        env_params,
+        spec,
+        algorithm,
+        program,
+        evaluate,
+        steps_per_call,
+        dataset_meta,
+        runs,
+    )
+
+
+def describe_run(s: Setup) -> dict[str, Any]:
+    """The resolved config plus what it ran on, as written to `config.json`."""
+    return {
+        "algorithm": s.algo_name,
+        "config": to_dict(s.cfg),
+        "derived": {
+            "runs": [
+                {"seed": sd, **{f"algo.{k}": v for k, v in s.runs.of(r).items()}}
+                for r, sd in enumerate(s.runs.seeds)
+            ]
+            if s.runs
+            else None,
+            "num_devices": len(s.devices),
+            "envs_per_device": s.cfg.arch.num_envs // len(s.devices),
+            "env_steps_per_call": s.steps_per_call,
+            "num_calls": s.num_calls(s.cfg.arch.total_env_steps),
+        },
+        "env_spec": {
+            "obs": s.spec.describe(),
+            "action_mask": s.spec.action_mask,
+            "num_actions": s.spec.num_actions,
+            "action_shape": s.spec.action_shape,
+        },
+        "platform": {
+            "backend": s.devices[0].platform,
+            "devices": [str(d) for d in s.devices],
+            "jax": jax.__version__,
+            "anakin": anakin.__version__,
+            "python": platform.python_version(),
+        },
+    }
