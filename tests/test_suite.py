@@ -1,0 +1,208 @@
+"""The task suite (scripts/suite.py): its statistics on hand-made scores, and one tiny run."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+stats = _load("suite_stats")
+
+
+def test_iqm_drops_a_quarter_at_each_end():
+    # 8 pooled scores 0..7: floor(0.25 * 8) = 2 dropped at each end -> mean(2, 3, 4, 5) = 3.5.
+    assert stats.iqm([np.array([0.0, 1, 2, 3]), np.array([7.0, 6, 5, 4])]) == 3.5
+    # 10 scores 1..10: floor(2.5) = 2 dropped at each end -> mean(3..8) = 5.5.
+    assert stats.iqm([np.arange(1.0, 6), np.arange(6.0, 11)]) == 5.5
+    # An outlier does not move it: 0, 0, 0, 100 -> drop one each end -> mean(0, 0) = 0.
+    assert stats.iqm([np.array([0.0, 100.0]), np.array([0.0, 0.0])]) == 0.0
+
+
+def test_iqm_matches_scipy_trim_mean_as_rliable_computes_it():
+    scipy_stats = pytest.importorskip("scipy.stats")
+    rng = np.random.default_rng(3)
+    scores = [rng.normal(size=n) for n in (5, 3, 7)]
+    expected = scipy_stats.trim_mean(np.concatenate(scores), proportiontocut=0.25)
+    assert stats.iqm(scores) == pytest.approx(expected, abs=1e-12)
+
+
+def test_optimality_gap_and_mean():
+    # min(score, 1): 0.5, 1, 0, 1 -> mean 0.625 -> gap 1 - 0.625 = 0.375 (1.5 earns no credit).
+    scores = [np.array([0.5, 1.5]), np.array([0.0, 1.0])]
+    assert stats.optimality_gap(scores) == 0.375
+    assert stats.mean(scores) == 0.75
+    assert stats.optimality_gap([np.array([2.0, 3.0])]) == 0.0
+    assert stats.optimality_gap([np.array([-1.0])]) == 2.0
+
+
+def test_normalise_maps_random_to_zero_and_best_to_one():
+    np.testing.assert_allclose(
+        stats.normalise([-200.0, -100.0, -150.0], -200.0, -100.0), [0, 1, 0.5]
+    )
+    with pytest.raises(ValueError, match="equals the random return"):
+        stats.normalise(1.0, 2.0, 2.0)
+
+
+def test_bootstrap_intervals_contain_the_point_estimate():
+    rng = np.random.default_rng(0)
+    scores = [rng.normal(loc, 0.3, size=n) for loc, n in ((0.2, 4), (0.9, 4), (0.5, 6), (1.2, 3))]
+    result = stats.aggregate(scores, reps=500, seed=1)
+    assert set(result) == {"iqm", "mean", "optimality_gap"}
+    for name, d in result.items():
+        assert d["value"] == stats.AGGREGATES[name](scores)
+        assert d["ci_low"] <= d["value"] <= d["ci_high"], name
+        assert d["ci_low"] < d["ci_high"], name
+
+
+def test_bootstrap_is_stratified_per_task():
+    # Each task's runs agree with each other and differ between tasks. A stratified resample
+    # redraws every task's runs from that task only, keeping its run count, so the pooled mean
+    # is the same in every sample: (3 * 0 + 5 * 1) / 8 = 0.625 and the interval collapses.
+    # Pooling all runs before resampling would vary the 0/1 mix and widen it.
+    scores = [np.zeros(3), np.ones(5)]
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        sample = stats.stratified_resample(scores, rng)
+        assert [len(s) for s in sample] == [3, 5]
+        assert np.all(sample[0] == 0) and np.all(sample[1] == 1)
+    assert stats.bootstrap_ci(scores, stats.mean, reps=300) == (0.625, 0.625)
+    # Within a task the runs are redrawn with replacement: a two-valued task varies.
+    lo, hi = stats.bootstrap_ci([np.array([0.0, 1.0]), np.ones(5)], stats.mean, reps=300)
+    assert lo < hi
+
+
+def test_task_interval():
+    mean, lo, hi = stats.task_ci(np.array([0.0, 0.5, 1.0]), reps=500)
+    assert mean == 0.5 and 0.0 <= lo <= mean <= hi <= 1.0
+
+
+def test_task_names_and_families():
+    suite = _load("suite")
+    task = suite.parse_task("DeepSea-bsuite:size=10,unscaled_move_cost=0.02")
+    assert (task.env, task.kwargs, task.family) == (
+        "DeepSea-bsuite",
+        {"size": 10, "unscaled_move_cost": 0.02},
+        "bsuite",
+    )
+    assert isinstance(task.kwargs["size"], int)
+    assert suite.parse_task("craftax/Craftax-Symbolic-v1").family == "craftax"
+    assert [suite.family(n) for n in ("Acrobot-v1", "Breakout-MinAtar", "FourRooms-misc")] == [
+        "classic",
+        "minatar",
+        "misc",
+    ]
+    with pytest.raises(ValueError, match="key=value"):
+        suite.parse_task("Catch-bsuite:rows")
+
+
+@pytest.mark.timeout(300)
+def test_tiny_suite_run_writes_json_tables_and_plot(tmp_path):
+    """One task, IMPALA's tiny preset, 2 seeds; R2D2 with a layout anakin refuses, to show a
+    failed run is recorded rather than fatal."""
+    prefix = tmp_path / "out" / "suite_test"
+    cmd = [
+        sys.executable,
+        str(ROOT / "scripts" / "suite.py"),
+        "--tasks",
+        "Catch-bsuite",
+        "--algos",
+        "impala",
+        "r2d2",
+        "--preset",
+        "tiny",
+        "--train-args",
+        "r2d2=--arch.num-envs 3",  # divides over no device count > 1 or 3: refused
+        "--num-seeds",
+        "2",
+        "--budget-scale",
+        "0.001",
+        "--random-episodes",
+        "64",
+        "--bootstrap-reps",
+        "200",
+        "--runs",
+        str(tmp_path / "runs"),
+        "--results",
+        str(prefix),
+    ]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=280)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    doc = json.loads(prefix.with_suffix(".json").read_text())
+
+    assert doc["suite"]["columns"] == ["impala", "r2d2"]
+    assert doc["suite"]["seeds"] == {"*": 2} and doc["suite"]["command"].startswith("python")
+    assert {"date", "machine", "budgets", "final_return_source"} <= set(doc["suite"])
+    task = doc["tasks"]["Catch-bsuite"]
+    assert task["budget"] == 98 and task["num_seeds"] == 2  # 98,304 x 0.001
+    assert -1.0 <= task["random"]["mean"] <= 0.0 and task["random"]["episodes"] == 64
+    assert task["best"]["value"] == 1.0 and task["best"]["source"]
+
+    impala, r2d2 = doc["runs"]
+    assert impala["status"] == "ok" and impala["env_steps"] >= 98
+    assert impala["wall_time_s"] > 0 and impala["compile_time_s"] > 0
+    assert [s["seed"] for s in impala["seeds"]] == [0, 1]
+    for s in impala["seeds"]:
+        assert -1.0 <= s["final_return"] <= 1.0
+        assert s["score"] == pytest.approx(
+            (s["final_return"] - task["random"]["mean"]) / (1.0 - task["random"]["mean"])
+        )
+        curve = s["curve"]
+        assert len(curve["env_steps"]) == len(curve["mean_return"]) == len(curve["entropy"]) >= 1
+        assert s["entropy_min"] > 0
+    assert r2d2["status"] == "failed" and "num_envs=3" in r2d2["error"]
+
+    summary = doc["summary"]
+    assert summary["by_column"]["r2d2"] is None
+    assert summary["tasks"] == [] and "r2d2" in summary["excluded"]["Catch-bsuite"]
+    per_task = summary["per_task"]["impala"]["Catch-bsuite"]
+    assert per_task["ci_low"] <= per_task["mean"] <= per_task["ci_high"]
+    table = prefix.with_suffix(".md").read_text()
+    assert "| algorithm | runs | IQM | mean | optimality gap |" in table
+    assert "| Catch-bsuite |" in table and "r2d2 on Catch-bsuite failed" in table
+    assert prefix.with_suffix(".png").stat().st_size > 0
+
+
+@pytest.mark.timeout(300)
+def test_aggregates_with_the_ppo_baseline(tmp_path):
+    """PureJaxRL's PPO next to IMPALA on one task; needs a PureJaxRL checkout's purejaxrl/
+    folder in ANAKIN_PUREJAXRL (it is fetched separately, never vendored)."""
+    folder = os.environ.get("ANAKIN_PUREJAXRL")
+    if not folder:
+        pytest.skip("set ANAKIN_PUREJAXRL to PureJaxRL's purejaxrl/ folder to run PPO")
+    prefix = tmp_path / "suite_ppo"
+    cmd = [
+        sys.executable,
+        str(ROOT / "scripts" / "suite.py"),
+        *("--tasks", "Catch-bsuite", "--algos", "impala", "--preset", "tiny"),
+        *("--baseline", "purejaxrl", "--purejaxrl", folder, "--num-seeds", "2"),
+        *("--budget", "1024", "--random-episodes", "64", "--bootstrap-reps", "200"),
+        *("--runs", str(tmp_path / "runs"), "--results", str(prefix), "--no-plot"),
+    ]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=280)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    doc = json.loads(prefix.with_suffix(".json").read_text())
+    ppo = doc["runs"][1]
+    assert ppo["algo"] == "ppo" and ppo["status"] == "ok" and ppo["env_steps"] == 1024
+    assert len(ppo["seeds"]) == 2 and all(s["score"] is not None for s in ppo["seeds"])
+    assert doc["suite"]["final_return_source"]["ppo"].startswith("greedy evaluation")
+    assert doc["summary"]["tasks"] == ["Catch-bsuite"]
+    for column in ("impala", "ppo"):
+        agg = doc["summary"]["by_column"][column]
+        for d in (agg["iqm"], agg["mean"], agg["optimality_gap"]):
+            assert d["ci_low"] <= d["value"] <= d["ci_high"]
+    assert "iqm_at_least_ppo" in doc["summary"]["targets"]["impala"]
