@@ -221,7 +221,7 @@ def make_policy(cfg: BCConfig, spec: EnvSpec) -> Policy:
             return shift + scale * (jnp.tanh(mean) if cfg.tanh_squash else mean)
 
     def apply(params, obs):
-        first = jnp.zeros(jnp.shape(obs)[:1], bool)
+        first = jnp.zeros(jax.tree.leaves(obs)[0].shape[:1], bool)
         out, _ = network.apply(params, obs, (), first)
         return out
 

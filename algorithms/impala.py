@@ -141,7 +141,7 @@ def impala_loss(
     metrics = {
         "loss": loss,
         "policy_loss": jnp.mean(pg_loss),
-        "critic_loss": jnp.mean(critic_loss),
+        "critic_loss_unweighted": jnp.mean(critic_loss),  # before x baseline_cost
         "entropy": -jnp.mean(entropy_loss),
         "rho": jnp.mean(rho_tm1),
     }

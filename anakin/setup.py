@@ -153,18 +153,18 @@ def setup(algo_name: str, cfg: TrainConfig) -> Setup:
             runs=runs,
         )
     return Setup(
-        algo_name,
-        cfg,
-        devices,
-        env,
-        env_params,
-        spec,
-        algorithm,
-        program,
-        evaluate,
-        steps_per_call,
-        dataset_meta,
-        runs,
+        algo_name=algo_name,
+        cfg=cfg,
+        devices=devices,
+        env=env,
+        env_params=env_params,
+        spec=spec,
+        algorithm=algorithm,
+        program=program,
+        evaluate=evaluate,
+        steps_per_call=steps_per_call,
+        dataset_meta=dataset_meta,
+        runs=runs,
     )
 
 

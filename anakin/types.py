@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import jax
 from flax import struct
@@ -12,8 +12,36 @@ PRNGKey = jax.Array
 Params = Any
 Obs = Any
 Metrics = dict[str, jax.Array]
-LearnerState = Any  # an algorithm's own flax.struct.PyTreeNode
 ActorState = Any  # per-environment leaves with a leading env axis [B, ...]; () if stateless
+
+
+class LearnerState(Protocol):
+    """What anakin reads of an algorithm's learner state (its own flax.struct.PyTreeNode).
+
+    params: every trainable parameter (for SAC {"actor": ..., "critic": ...}); the loop checks
+      them for finiteness after each call and across devices for drift.
+    replay: the algorithm's replay, or () when it has none; its bytes are reported.
+    sgd_steps: int32 [], SGD steps taken.
+    """
+
+    params: Params
+    replay: Any
+    sgd_steps: jax.Array
+
+
+class Act(Protocol):
+    """act(learner, actor, obs [B, ...], first [B], keys [B], evaluate=False)
+    -> (action [B, ...], actor, extras)."""
+
+    def __call__(
+        self,
+        learner: Any,
+        actor: ActorState,
+        obs: Obs,
+        first: jax.Array,
+        keys: jax.Array,
+        evaluate: bool = False,
+    ) -> tuple[jax.Array, ActorState, dict[str, Any]]: ...
 
 
 class Transition(NamedTuple):
@@ -58,13 +86,16 @@ class Algorithm(NamedTuple):
         `keys` are per-environment, so results do not depend on how envs split over devices;
         `evaluate` (static) asks for the evaluation policy (greedy, or an evaluation epsilon).
     update(learner, traj: Transition [T, B], key) -> (learner, metrics)
-        Averages gradients with `anakin.devices.pmean`; metrics are scalars.
+        Averages gradients with `anakin.devices.pmean`; metrics are scalars and include
+        "loss" (the divergence guard reads it). Offline algorithms get their device's dataset
+        shard in place of `traj`.
+    The learner state follows `LearnerState`: `params`, `replay` and `sgd_steps`.
     """
 
-    init: Callable[[PRNGKey], LearnerState]
+    init: Callable[[PRNGKey], Any]
     init_actor: Callable[[PRNGKey, int], ActorState]
-    act: Callable[..., tuple[jax.Array, ActorState, dict[str, Any]]]
-    update: Callable[[LearnerState, Transition, PRNGKey], tuple[LearnerState, Metrics]]
+    act: Act
+    update: Callable[[Any, Transition, PRNGKey], tuple[Any, Metrics]]
 
 
 def env_steps_per_update(cfg: Any, layout: Layout) -> int:

@@ -279,16 +279,16 @@ def measure_replay(spec: dict) -> dict:
     num_envs, rollout = arch.num_envs, arch.rollout_length
     layout = cfg.replay_layout(Layout(num_envs, 1, rollout))
     batch, length, period = cfg.batch_size, cfg.sequence_length, cfg.sequence_period
-    obs = jnp.zeros(es.obs_shape, es.obs_dtype)
+    obs = es.zeros()
     step = Transition(
-        obs,
-        jnp.bool_(False),
-        jnp.int32(0),
-        jnp.float32(0),
-        jnp.bool_(False),
-        jnp.bool_(False),
-        obs,
-        {},
+        obs=obs,
+        first=jnp.bool_(False),
+        action=jnp.int32(0),
+        reward=jnp.float32(0),
+        terminated=jnp.bool_(False),
+        truncated=jnp.bool_(False),
+        final_obs=obs,
+        extras={},
     )
     core = (jnp.zeros(cfg.network.lstm_size), jnp.zeros(cfg.network.lstm_size))
     key = jax.random.PRNGKey(0)

@@ -227,7 +227,16 @@ def record(name: str, policy, num_envs: int, steps: int, seed: int):
             next_obs, state, reward, term, trunc, info = jax.vmap(
                 env.step, in_axes=(0, 0, 0, None)
             )(jax.random.split(step_key, num_envs), state, action, params)
-            t = Transition(obs, first, action, reward, term, trunc, info["final_observation"], {})
+            t = Transition(
+                obs=obs,
+                first=first,
+                action=action,
+                reward=reward,
+                terminated=term,
+                truncated=trunc,
+                final_obs=info["final_observation"],
+                extras={},
+            )
             return (next_obs, state, term | trunc), (
                 t,
                 info["episode_return"],

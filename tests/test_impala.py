@@ -82,7 +82,7 @@ def test_hand_worked_on_policy_numbers():
     )
     cfg = ImpalaConfig(discount=0.9, baseline_cost=0.5, entropy_cost=0.01)
     loss, m = impala_loss(PARAMS, table_network(), traj, cfg)
-    np.testing.assert_allclose(m["critic_loss"], 3.8033, rtol=1e-5)
+    np.testing.assert_allclose(m["critic_loss_unweighted"], 3.8033, rtol=1e-5)
     np.testing.assert_allclose(m["policy_loss"], 1.337774, rtol=1e-5)
     np.testing.assert_allclose(m["entropy"], np.log(2), rtol=1e-6)
     np.testing.assert_allclose(loss, 3.232492, rtol=1e-5)
@@ -104,11 +104,11 @@ def test_truncation_bootstraps_from_final_observation():
     )
     cfg = ImpalaConfig(discount=0.9)
     _, m = impala_loss(PARAMS, table_network(), traj, cfg)
-    np.testing.assert_allclose(m["critic_loss"], 9.76625, rtol=1e-5)
+    np.testing.assert_allclose(m["critic_loss_unweighted"], 9.76625, rtol=1e-5)
     # Terminated instead: no bootstrap at all, target 1.0, errors [0.5, 1.65].
     traj = traj._replace(terminated=traj.truncated, truncated=jnp.zeros_like(traj.truncated))
     _, m = impala_loss(PARAMS, table_network(), traj, cfg)
-    np.testing.assert_allclose(m["critic_loss"], (0.25 + 2.7225) / 2, rtol=1e-5)
+    np.testing.assert_allclose(m["critic_loss_unweighted"], (0.25 + 2.7225) / 2, rtol=1e-5)
 
 
 def test_rewards_clipped_before_bootstrapping():

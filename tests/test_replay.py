@@ -31,14 +31,14 @@ def stream_rollout(start: int, num: int, num_envs: int = 1, resets=()):
 
 def empty(layout):
     step = Transition(
-        np.zeros(1, np.float32),
-        False,
-        np.int32(0),
-        np.float32(0),
-        False,
-        False,
-        np.zeros(1, np.float32),
-        {},
+        obs=np.zeros(1, np.float32),
+        first=False,
+        action=np.int32(0),
+        reward=np.float32(0),
+        terminated=False,
+        truncated=False,
+        final_obs=np.zeros(1, np.float32),
+        extras={},
     )
     return rp.init(layout, jax.tree.map(jnp.asarray, step), jnp.zeros(1, jnp.float32))
 
