@@ -14,6 +14,7 @@ import jax
 import algorithms
 import anakin
 import envs
+from algorithms.networks import num_params
 from anakin import dataset as dataset_lib
 from anakin import devices as dev
 from anakin import episodes as episodes_lib
@@ -184,6 +185,9 @@ def describe_run(s: Setup) -> dict[str, Any]:
             "envs_per_device": s.cfg.arch.num_envs // len(s.devices),
             "env_steps_per_call": s.steps_per_call,
             "num_calls": s.num_calls(s.cfg.arch.total_env_steps),
+            "num_params": num_params(
+                jax.eval_shape(s.algorithm.init, jax.random.PRNGKey(0)).params
+            ),
         },
         "env_spec": {
             "obs": s.spec.describe(),

@@ -40,6 +40,7 @@ def test_train_tiny_end_to_end_writes_a_run_directory(tmp_path):
     config = json.loads((run_dir / "config.json").read_text())
     assert config["algorithm"] == "impala"
     assert config["config"]["env"]["name"] == "CartPole-v1"
+    assert config["derived"]["num_params"] > 0
     assert config["config"]["algo"]["learning_rate"] == 0.001  # the flag reached the config
     assert config["derived"]["num_devices"] == 4
     records = logger.read_metrics(run_dir)
