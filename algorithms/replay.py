@@ -328,16 +328,22 @@ def sample(replay: SequenceReplay, layout: ReplayLayout, key: jax.Array, batch_s
     if not layout.prioritised:
         return _sample_uniform(replay, layout, key, batch_size)
     idx = search(replay.tree, jax.random.uniform(key, (batch_size,), jnp.float32))
+    return _sample_at(replay, layout, idx, replay.tree[0][idx] / replay.tree[-1][0], size(replay))
+
+
+def _sample_at(
+    replay: SequenceReplay,
+    layout: ReplayLayout,
+    idx: jax.Array,
+    probability: jax.Array,
+    num_valid: jax.Array,
+) -> Sample:
+    """The `Sample` of flat slot indices `idx` [B] (env-major), drawn with `probability`."""
     env = (idx // layout.slots).astype(jnp.int32)
     slot = (idx % layout.slots).astype(jnp.int32)
     steps, core = gather(replay, layout, env, slot)
     return Sample(
-        steps=steps,
-        core=core,
-        env=env,
-        slot=slot,
-        probability=replay.tree[0][idx] / replay.tree[-1][0],
-        num_valid=size(replay),
+        steps=steps, core=core, env=env, slot=slot, probability=probability, num_valid=num_valid
     )
 
 
@@ -350,16 +356,8 @@ def _sample_uniform(
     k = jax.random.randint(key, (batch_size,), 0, jnp.maximum(num_valid, 1))
     idx = jnp.searchsorted(jnp.cumsum(valid, dtype=jnp.int32), k, side="right")
     idx = jnp.minimum(idx, valid.shape[0] - 1).astype(jnp.int32)
-    env, slot = idx // layout.slots, idx % layout.slots
-    steps, core = gather(replay, layout, env, slot)
-    return Sample(
-        steps=steps,
-        core=core,
-        env=env,
-        slot=slot,
-        probability=jnp.full((batch_size,), 1.0, jnp.float32) / jnp.maximum(num_valid, 1),
-        num_valid=num_valid,
-    )
+    probability = jnp.full((batch_size,), 1.0, jnp.float32) / jnp.maximum(num_valid, 1)
+    return _sample_at(replay, layout, idx, probability, num_valid)
 
 
 def importance_weights(sample: Sample, exponent: float) -> jax.Array:
