@@ -1,10 +1,10 @@
 """Demonstration datasets: one `.npz` file of environment steps, and a loader that checks it.
 
-Format, version 1
------------------
+Format, versions 1 and 2
+------------------------
 A dataset is a single numpy `.npz` archive (written by `np.savez` or `np.savez_compressed`) that
-`np.load(path, allow_pickle=False)` reads: nothing in it is ever unpickled. It holds exactly
-these nine arrays, the first eight with the same leading length N >= 1, one entry per step:
+`np.load(path, allow_pickle=False)` reads: nothing in it is ever unpickled. It holds these arrays,
+all but `meta` with the same leading length N >= 1, one entry per step:
 
 ==================  =====================  =======================================================
 array               shape                  dtype and meaning
@@ -22,6 +22,14 @@ episode_start       [N]                    bool; o_t is the first observation of
 meta                [] (0-d)               a unicode string holding a JSON object (below)
 ==================  =====================  =======================================================
 
+Version 1 (written for environments whose observation is one array) holds exactly these nine.
+Version 2 (written for pytree observations: dicts, lists, tuples and named tuples of arrays)
+stores each observation leaf as its own array instead of `observation` and `next_observation`:
+`observation/<path>` and `next_observation/<path>`, [N, *leaf shape], where <path> joins the
+keys from the root with "/" (dict keys, list and tuple indices, named-tuple fields); e.g.
+`observation/obs` and `observation/action_mask` for {"obs": ..., "action_mask": ...}. Dict keys
+must be non-empty strings without "/". Every rule below holds leaf by leaf.
+
 Steps are stored episode by episode, each episode's steps contiguous and in time order, so that:
 
 1. after a terminated or truncated step, the next step (if any) has `episode_start` True;
@@ -33,9 +41,13 @@ Steps are stored episode by episode, each episode's steps contiguous and in time
 
 `meta` is a JSON object with these keys (the first eight are required):
 
-- "format": "anakin-dataset"; "version": 1;
+- "format": "anakin-dataset"; "version": 1 or 2;
 - "env": the environment's name (`envs.names()`), "" if none applies;
-- "obs_shape": list of ints; "obs_dtype": a numpy dtype name such as "float32";
+- version 1: "obs_shape": list of ints; "obs_dtype": a numpy dtype name such as "float32";
+  version 2 instead: "obs", the observation tree (no step axis), each node one of
+  {"shape": [ints], "dtype": "float32"} (a leaf), {"dict": {key: node, ...}} (keys sorted),
+  {"list": [node, ...]}, {"tuple": [node, ...]} and
+  {"namedtuple": "Name", "fields": {field: node, ...}} (fields in order);
 - "num_actions": int for discrete actions, null for continuous ones;
 - "action_shape": list of ints ([] for discrete actions); "action_dtype": e.g. "int32";
 - "env_kwargs": object, the environment's parameters (default {});
@@ -44,18 +56,23 @@ Steps are stored episode by episode, each episode's steps contiguous and in time
 - "source": free text saying where the data came from (default "").
 
 `load` checks all of the above and raises `DatasetError` (a `ValueError`) naming the file and
-what is wrong; datasets written elsewhere in this layout load the same way.
+what is wrong; datasets written elsewhere in this layout load the same way. In memory,
+`Dataset.observation` and `next_observation` are the observation trees (named tuples rebuilt
+from their names without an environment spec; the spec's own classes with one).
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import dataclasses
+import functools
 import json
 import os
 import tempfile
 import zipfile
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -64,7 +81,7 @@ if TYPE_CHECKING:  # only the type: reading a dataset needs numpy alone
     from envs import EnvSpec
 
 FORMAT = "anakin-dataset"
-VERSION = 1
+VERSIONS = (1, 2)  # 1: one observation array; 2: an observation tree, one array per leaf
 STEP_ARRAYS = (
     "observation",
     "action",
@@ -75,16 +92,20 @@ STEP_ARRAYS = (
     "next_observation",
     "episode_start",
 )
-_REQUIRED_META = (
-    "format",
-    "version",
-    "env",
-    "obs_shape",
-    "obs_dtype",
-    "num_actions",
-    "action_shape",
-    "action_dtype",
-)
+_OBS_ARRAYS = ("observation", "next_observation")
+_REQUIRED_META = {
+    1: (
+        "format",
+        "version",
+        "env",
+        "obs_shape",
+        "obs_dtype",
+        "num_actions",
+        "action_shape",
+        "action_dtype",
+    ),
+    2: ("format", "version", "env", "obs", "num_actions", "action_shape", "action_dtype"),
+}
 _ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")  # a zip's first entry, or an empty zip
 _CHUNK = 4096  # steps compared at once by the continuity check
 
@@ -113,13 +134,13 @@ class Dataset(NamedTuple):
     `dataset.steps` on devices instead.
     """
 
-    observation: np.ndarray
+    observation: Any  # the observation tree, leaves [N, ...]
     action: np.ndarray
     reward: np.ndarray
     discount: np.ndarray
     terminated: np.ndarray
     truncated: np.ndarray
-    next_observation: np.ndarray
+    next_observation: Any  # the observation tree, leaves [N, ...]
     episode_start: np.ndarray
     meta: dict[str, Any]
 
@@ -130,6 +151,233 @@ class Dataset(NamedTuple):
     @property
     def num_steps(self) -> int:
         return int(np.shape(self.reward)[0])
+
+
+# --- observation trees ---------------------------------------------------------------------
+
+
+class _TreeError(Exception):
+    """An observation tree that does not fit the format or its template; says where."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Leaf:
+    """One observation array as meta describes it: shape and dtype, without the step axis."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+
+@functools.cache
+def _namedtuple(name: str, fields: tuple[str, ...]) -> type:
+    """The class a stored named tuple is rebuilt as when no spec gives its own: one per
+    (name, fields), so that trees loaded twice have the same structure."""
+    return collections.namedtuple(name, fields)
+
+
+def _is_namedtuple(x: Any) -> bool:
+    return isinstance(x, tuple) and hasattr(type(x), "_fields")
+
+
+def _kind(x: Any) -> str:
+    """The node kind of `x` as the format names it; "leaf" for anything else."""
+    if isinstance(x, Mapping):
+        return "dict"
+    if _is_namedtuple(x):
+        return "namedtuple"
+    if isinstance(x, tuple):
+        return "tuple"
+    return "list" if isinstance(x, list) else "leaf"
+
+
+def _children(x: Any, where: str) -> list[tuple[str, Any]]:
+    """A container's (key, child) pairs in storage order: dicts by sorted key."""
+    kind = _kind(x)
+    if kind == "dict":
+        bad = [k for k in x if not isinstance(k, str) or not k or "/" in k]
+        if bad:
+            raise _TreeError(
+                f"{where!r} has the key {bad[0]!r}; the keys of a stored observation dict must "
+                "be non-empty strings without '/'"
+            )
+        return [(k, x[k]) for k in sorted(x)]
+    if kind == "namedtuple":
+        return list(zip(type(x)._fields, x, strict=True))
+    return [(str(i), c) for i, c in enumerate(x)]
+
+
+def _kind_text(x: Any) -> str:
+    kind = _kind(x)
+    if kind == "leaf":
+        return "one array"
+    if kind == "namedtuple":
+        return f"a named tuple {type(x).__name__}"
+    return f"a {kind}"
+
+
+def _map(fn: Callable[..., Any], template: Any, *trees: Any, where: str) -> Any:
+    """`fn(name, leaf, *subtrees)` at each leaf of `template`, a tree of `_Leaf` or
+    ShapeDtypeStruct leaves; `name` is the leaf's array name (`where`/<path>).
+
+    Each of `trees` must have the template's containers, down to its leaves (what lies below is
+    the leaf's business). The result has the first tree's containers (the template's without
+    trees), so a spec's named tuples stay what they are.
+
+    Raises:
+      _TreeError: naming the first place where a tree differs from the template.
+    """
+    kind = _kind(template)
+    if kind == "leaf":
+        return fn(where, template, *trees)
+    items = _children(template, where)
+    keys = [k for k, _ in items]
+    subs = []
+    for tree in trees:
+        if _kind(tree) != kind or (kind == "namedtuple" and tree._fields != template._fields):
+            raise _TreeError(f"{where!r} is {_kind_text(tree)}, expected {_kind_text(template)}")
+        got = [k for k, _ in _children(tree, where)]
+        if got != keys:
+            extra = [k for k in got if k not in keys]
+            if extra:
+                raise _TreeError(f"{where + '/' + extra[0]!r} is not in the expected tree")
+            missing = [k for k in keys if k not in got]
+            raise _TreeError(f"{where + '/' + missing[0]!r} is missing")
+        subs.append([c for _, c in _children(tree, where)])
+    out = [
+        _map(fn, child, *(sub[i] for sub in subs), where=f"{where}/{key}")
+        for i, (key, child) in enumerate(items)
+    ]
+    like = trees[0] if trees else template
+    if kind == "dict":
+        built = dict(zip(keys, out, strict=True))
+        return built if type(like) is dict else type(like)(built)
+    if kind == "namedtuple":
+        return type(like)(*out)
+    return tuple(out) if kind == "tuple" else out
+
+
+def _leaf_meta(leaf: Any, where: str) -> dict[str, Any]:
+    try:
+        return {"shape": [int(d) for d in leaf.shape], "dtype": np.dtype(leaf.dtype).name}
+    except (AttributeError, TypeError):
+        raise _TreeError(
+            f"{where!r} is a {type(leaf).__name__}; a stored observation is an array or a tree "
+            "of dicts, lists, tuples and named tuples of arrays"
+        ) from None
+
+
+def _tree_meta(template: Any, where: str = "observation") -> Any:
+    """The JSON meta of an observation tree (`_Leaf` or ShapeDtypeStruct leaves)."""
+    kind = _kind(template)
+    if kind == "leaf":
+        return _leaf_meta(template, where)
+    nodes = {k: _tree_meta(c, f"{where}/{k}") for k, c in _children(template, where)}
+    if kind == "dict":
+        return {"dict": nodes}
+    if kind == "namedtuple":
+        return {"namedtuple": type(template).__name__, "fields": nodes}
+    return {kind: list(nodes.values())}
+
+
+def _shape(value: Any, where: str) -> tuple[int, ...]:
+    ok = isinstance(value, list) and all(
+        isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in value
+    )
+    if not ok:
+        raise _TreeError(f"{where!r} has shape {value!r}, not a list of non-negative ints")
+    return tuple(value)
+
+
+def _dtype(value: Any, where: str) -> np.dtype:
+    try:
+        return np.dtype(value)
+    except TypeError:
+        raise _TreeError(f"{where!r} has dtype {value!r}, not a numpy dtype name") from None
+
+
+def _template(node: Any, where: str = "observation") -> Any:
+    """The tree (`_Leaf` leaves) that an "obs" meta node describes; checks the node."""
+    if not isinstance(node, dict):
+        raise _TreeError(f"{where!r} is {node!r}, not a JSON object")
+    keys = set(node)
+    if keys == {"shape", "dtype"}:
+        return _Leaf(_shape(node["shape"], where), _dtype(node["dtype"], where))
+    if keys == {"dict"} and isinstance(node["dict"], dict):
+        return {k: _template(c, f"{where}/{k}") for k, c in _children(node["dict"], where)}
+    for kind, build in (("list", list), ("tuple", tuple)):
+        if keys == {kind} and isinstance(node[kind], list):
+            return build(_template(c, f"{where}/{i}") for i, c in enumerate(node[kind]))
+    if keys == {"namedtuple", "fields"} and isinstance(node["fields"], dict):
+        fields = node["fields"]
+        try:
+            cls = _namedtuple(node["namedtuple"], tuple(fields))
+        except (TypeError, ValueError) as e:
+            raise _TreeError(f"{where!r} is not a valid named tuple ({e})") from None
+        return cls(*(_template(c, f"{where}/{k}") for k, c in fields.items()))
+    raise _TreeError(
+        f"{where!r} has keys {sorted(keys)}; a node is a leaf {{shape, dtype}} or one of "
+        "{dict}, {list}, {tuple}, {namedtuple, fields}"
+    )
+
+
+def _obs_template(meta: dict[str, Any]) -> Any:
+    """The observation tree of checked meta: one `_Leaf` for version 1."""
+    if meta["version"] == 1:
+        return _Leaf(tuple(meta["obs_shape"]), np.dtype(meta["obs_dtype"]))
+    return _template(meta["obs"])
+
+
+def _obs_text(node: Any) -> str:
+    """A one-line description of an "obs" meta node, e.g. {action_mask: [4] bool, obs: [4] ...}."""
+    if "shape" in node:
+        return f"{node['shape']} {node['dtype']}"
+    if "dict" in node:
+        return "{" + ", ".join(f"{k}: {_obs_text(c)}" for k, c in node["dict"].items()) + "}"
+    if "namedtuple" in node:
+        inner = ", ".join(f"{k}={_obs_text(c)}" for k, c in node["fields"].items())
+        return f"{node['namedtuple']}({inner})"
+    kind = "list" if "list" in node else "tuple"
+    inner = ", ".join(_obs_text(c) for c in node[kind])
+    return f"[{inner}]" if kind == "list" else f"({inner})"
+
+
+def _first_difference(ours: Any, theirs: Any, where: str = "observation") -> str | None:
+    """Where two canonical "obs" meta nodes (the dataset's, the environment's) first differ."""
+    if ours == theirs:
+        return None
+
+    def kind(node):
+        if "shape" in node:
+            return f"one array {_obs_text(node)}"
+        if "namedtuple" in node:
+            return f"a named tuple {node['namedtuple']}"
+        return "a " + next(iter(node))
+
+    def items(node):
+        if "dict" in node or "namedtuple" in node:
+            return node.get("dict", node.get("fields"))
+        return {str(i): c for i, c in enumerate(next(iter(node.values())))}
+
+    if kind(ours) != kind(theirs) or "shape" in ours:
+        return f"{where!r} is {kind(ours)} in the dataset but {kind(theirs)} in the environment"
+    a, b = items(ours), items(theirs)
+    for k in [*a, *(k for k in b if k not in a)]:
+        if k not in b:
+            return f"{where + '/' + k!r} is in the dataset but not in the environment"
+        if k not in a:
+            return f"{where + '/' + k!r} is in the environment but not in the dataset"
+        found = _first_difference(a[k], b[k], f"{where}/{k}")
+        if found:
+            return found
+    # Only the order of a named tuple's fields differs.
+    return f"{where!r} has fields {list(a)} in the dataset but {list(b)} in the environment"
+
+
+def _names(template: Any, field: str) -> list[str]:
+    """The array names of `field`'s leaves, in storage order."""
+    names: list[str] = []
+    _map(lambda name, leaf: names.append(name), template, where=field)
+    return names
 
 
 # --- building ------------------------------------------------------------------------------
@@ -150,12 +398,25 @@ def from_steps(
 ) -> Dataset:
     """A checked `Dataset` from per-step arrays [N, ...] laid out as the format requires.
 
-    Arrays are cast to the format's dtypes (observations to `spec.obs_dtype`, discrete actions
-    to int32, continuous ones to float32); `discount` is derived from `terminated`. Without
-    `episode_start`, step 0 and every step after a terminated or truncated one start episodes.
-    `meta` is filled from `spec` (its `name` is the env name), with the episode count and the
-    mean return of complete episodes.
+    Arrays are cast to the format's dtypes (observation leaves to the dtypes of `spec.obs`,
+    discrete actions to int32, continuous ones to float32); `discount` is derived from
+    `terminated`. Observations are trees with the containers of `spec.obs` (one array for a
+    single-array spec). Without `episode_start`, step 0 and every step after a terminated or
+    truncated one start episodes. `meta` is filled from `spec` (its `name` is the env name),
+    with the episode count and the mean return of complete episodes; a single-array spec makes
+    a version 1 dataset, a tree a version 2 one.
     """
+    name = "the new dataset"
+    try:
+        obs_meta = _tree_meta(spec.obs)
+
+        def cast(where, leaf, x):
+            return np.asarray(x, np.dtype(leaf.dtype))
+
+        observation = _map(cast, spec.obs, observation, where="observation")
+        next_observation = _map(cast, spec.obs, next_observation, where="next_observation")
+    except _TreeError as e:
+        raise DatasetError(f"{name}: {spec.name}'s observations: {e}") from None
     terminated = np.asarray(terminated, bool)
     truncated = np.asarray(truncated, bool)
     if episode_start is None:
@@ -165,23 +426,26 @@ def from_steps(
             episode_start[1:] = terminated[:-1] | truncated[:-1]
     action_dtype = np.dtype(np.int32 if spec.discrete else np.float32)
     steps = Steps(
-        observation=np.asarray(observation, spec.obs_dtype),
+        observation=observation,
         action=np.asarray(action, action_dtype),
         reward=np.asarray(reward, np.float32),
         discount=1.0 - terminated.astype(np.float32),
         terminated=terminated,
         truncated=truncated,
-        next_observation=np.asarray(next_observation, spec.obs_dtype),
+        next_observation=next_observation,
         episode_start=np.asarray(episode_start, bool),
     )
     returns, _ = episode_returns(steps)
+    if spec.single_array:  # version 1, exactly as before observation trees
+        obs_keys = {"obs_shape": obs_meta["shape"], "obs_dtype": obs_meta["dtype"]}
+    else:
+        obs_keys = {"obs": obs_meta}
     meta = {
         "format": FORMAT,
-        "version": VERSION,
+        "version": 1 if spec.single_array else 2,
         "env": spec.name,
         "env_kwargs": dict(env_kwargs or {}),
-        "obs_shape": [int(d) for d in spec.obs_shape],
-        "obs_dtype": np.dtype(spec.obs_dtype).name,
+        **obs_keys,
         "num_actions": None if spec.num_actions is None else int(spec.num_actions),
         "action_shape": [int(d) for d in spec.action_shape],
         "action_dtype": action_dtype.name,
@@ -189,7 +453,7 @@ def from_steps(
         "mean_return": float(np.mean(returns)) if returns.size else None,
         "source": source,
     }
-    return check(Dataset(*steps, meta=meta), name="the new dataset")
+    return check(Dataset(*steps, meta=meta), name=name)
 
 
 def from_transitions(
@@ -218,14 +482,20 @@ def from_transitions(
         x = env_major(x)
         return x.reshape((-1, *x.shape[2:]))[flat]
 
+    def pick_obs(tree, field):
+        try:
+            return _map(lambda where, leaf, x: pick(x), spec.obs, tree, where=field)
+        except _TreeError as e:
+            raise DatasetError(f"the new dataset: {spec.name}'s observations: {e}") from None
+
     return from_steps(
         spec,
-        observation=pick(traj.obs),
+        observation=pick_obs(traj.obs, "observation"),
         action=pick(traj.action),
         reward=pick(traj.reward),
         terminated=pick(traj.terminated),
         truncated=pick(traj.truncated),
-        next_observation=pick(traj.final_obs),
+        next_observation=pick_obs(traj.final_obs, "next_observation"),
         episode_start=pick(traj.first),
         env_kwargs=env_kwargs,
         source=source,
@@ -258,6 +528,10 @@ def summary(dataset: Dataset) -> dict[str, Any]:
     """Plain-Python statistics of a dataset (JSON-serialisable), for logs and `anakin` output."""
     returns, lengths = episode_returns(dataset)
     meta = dataset.meta
+    if "obs" in meta:  # version 2: the observation tree
+        obs = {"obs": meta["obs"]}
+    else:
+        obs = {"obs_shape": list(meta.get("obs_shape", np.shape(dataset.observation)[1:]))}
     out: dict[str, Any] = {
         "env": meta.get("env", ""),
         "source": meta.get("source", ""),
@@ -270,7 +544,7 @@ def summary(dataset: Dataset) -> dict[str, Any]:
         "mean_episode_length": float(np.mean(lengths)) if lengths.size else None,
         "terminated": int(np.sum(dataset.terminated)),
         "truncated": int(np.sum(dataset.truncated)),
-        "obs_shape": list(meta.get("obs_shape", np.shape(dataset.observation)[1:])),
+        **obs,
         "num_actions": meta.get("num_actions"),
     }
     action = np.asarray(dataset.action)
@@ -287,13 +561,13 @@ def summary(dataset: Dataset) -> dict[str, Any]:
 # --- checking ------------------------------------------------------------------------------
 
 
-def _describe(env: str, obs_shape, obs_dtype, num_actions, action_shape) -> str:
+def _describe(env: str, obs: Any, num_actions, action_shape) -> str:
     acts = (
         f"{num_actions} discrete actions"
         if num_actions is not None
         else f"continuous actions of shape {list(action_shape)}"
     )
-    return f"env {env!r} (observations {list(obs_shape)} {np.dtype(obs_dtype).name}, {acts})"
+    return f"env {env!r} (observations {_obs_text(obs)}, {acts})"
 
 
 def _meta_error(name: str, problem: str) -> DatasetError:
@@ -306,11 +580,12 @@ def check_meta(meta: Any, name: str = "dataset") -> dict[str, Any]:
         raise _meta_error(name, f"must be a JSON object, got {type(meta).__name__}")
     if meta.get("format") != FORMAT:
         raise _meta_error(name, f"format is {meta.get('format')!r}; this is not an {FORMAT!r} file")
-    if meta.get("version") != VERSION:
+    version = meta.get("version")
+    if isinstance(version, bool) or version not in VERSIONS:
         raise _meta_error(
-            name, f"version is {meta.get('version')!r}; this anakin reads version {VERSION}"
+            name, f"version is {version!r}; this anakin reads versions {list(VERSIONS)}"
         )
-    missing = [k for k in _REQUIRED_META if k not in meta]
+    missing = [k for k in _REQUIRED_META[version] if k not in meta]
     if missing:
         raise _meta_error(name, f"lacks the required keys {missing}")
 
@@ -332,9 +607,19 @@ def check_meta(meta: Any, name: str = "dataset") -> dict[str, Any]:
     if not isinstance(meta["env"], str):
         raise _meta_error(name, f"env={meta['env']!r} must be a string")
     out = dict(meta)
-    out["obs_shape"] = int_list("obs_shape")
+    if version == 1:
+        out["obs_shape"] = int_list("obs_shape")
+        out["obs_dtype"] = dtype("obs_dtype").name
+    else:
+        try:
+            template = _template(meta["obs"])
+        except _TreeError as e:
+            raise _meta_error(name, f"obs: {e}") from None
+        if not _names(template, "observation"):
+            raise _meta_error(name, f"obs={meta['obs']!r} holds no arrays")
+        out["obs"] = _tree_meta(template)  # in canonical form
     out["action_shape"] = int_list("action_shape")
-    obs_dtype, action_dtype = dtype("obs_dtype"), dtype("action_dtype")
+    action_dtype = dtype("action_dtype")
     num_actions = meta["num_actions"]
     if num_actions is not None:
         if not isinstance(num_actions, int) or isinstance(num_actions, bool) or num_actions < 1:
@@ -354,7 +639,7 @@ def check_meta(meta: Any, name: str = "dataset") -> dict[str, Any]:
         raise _meta_error(
             name, f"action_dtype={action_dtype.name!r} must be a float dtype for continuous actions"
         )
-    out["obs_dtype"], out["action_dtype"] = obs_dtype.name, action_dtype.name
+    out["action_dtype"] = action_dtype.name
     out.setdefault("env_kwargs", {})
     out.setdefault("source", "")
     if not isinstance(out["env_kwargs"], dict):
@@ -362,33 +647,64 @@ def check_meta(meta: Any, name: str = "dataset") -> dict[str, Any]:
     return out
 
 
-def _first_discontinuity(steps: Steps) -> int | None:
-    """The first t whose next_observation differs from observation[t + 1] inside an episode."""
-    obs, nxt = steps.observation, steps.next_observation
-    inside = np.flatnonzero(~np.asarray(steps.episode_start[1:], bool))  # t -> t + 1 continues
+def _first_discontinuity(
+    obs: dict[str, np.ndarray], nxt: dict[str, np.ndarray], episode_start: np.ndarray
+) -> tuple[int, str, str] | None:
+    """The first t whose next observation differs from observation t + 1 inside an episode, with
+    the first leaf that differs there (its names in `nxt` and `obs`, leaves in the same order)."""
+    inside = np.flatnonzero(~np.asarray(episode_start[1:], bool))  # t -> t + 1 continues
+    pairs = list(zip(nxt.items(), obs.items(), strict=True))
     for lo in range(0, inside.size, _CHUNK):
         t = inside[lo : lo + _CHUNK]
-        a, b = nxt[t], obs[t + 1]
-        same = a == b
-        if a.dtype.kind in "fc":
-            same |= np.isnan(a) & np.isnan(b)
-        bad = ~same.reshape((t.size, -1)).all(axis=1)
+        bad = []
+        for (_, n), (_, o) in pairs:
+            a, b = n[t], o[t + 1]
+            same = a == b
+            if a.dtype.kind in "fc":
+                same |= np.isnan(a) & np.isnan(b)
+            bad.append(~same.reshape((t.size, -1)).all(axis=1))
+        bad = np.stack(bad)  # [leaves, chunk]
         if bad.any():
-            return int(t[np.argmax(bad)])
+            i = int(np.argmax(bad.any(axis=0)))
+            leaf = int(np.argmax(bad[:, i]))
+            return int(t[i]), pairs[leaf][0][0], pairs[leaf][1][0]
     return None
 
 
 def check(dataset: Dataset, spec: EnvSpec | None = None, name: str = "dataset") -> Dataset:
-    """Checks a dataset against the format (and `spec`, when given); returns it unchanged.
+    """Checks a dataset against the format (and `spec`, when given); returns it with its leaves
+    as numpy arrays and its meta's defaults filled in.
 
     Raises:
       DatasetError: naming `name` (the file) and the first problem found.
     """
     meta = check_meta(dataset.meta, name)
-    arrays = {k: np.asarray(getattr(dataset, k)) for k in STEP_ARRAYS}
 
     def fail(problem: str) -> DatasetError:
         return DatasetError(f"{name}: {problem}")
+
+    # Every leaf by its array name in the file ("observation", or "observation/<path>" for
+    # trees), with what meta says of it.
+    arrays: dict[str, np.ndarray] = {}
+    obs_leaves: dict[str, _Leaf] = {}
+    fields: dict[str, Any] = {}
+    template = _obs_template(meta)
+    for k in STEP_ARRAYS:
+        if k not in _OBS_ARRAYS:
+            arrays[k] = fields[k] = np.asarray(getattr(dataset, k))
+            continue
+
+        def leaf(where, spec_leaf, x):
+            if isinstance(x, Mapping):
+                raise _TreeError(f"{where!r} is a dict, but meta describes one array there")
+            arrays[where] = np.asarray(x)
+            obs_leaves[where] = spec_leaf
+            return arrays[where]
+
+        try:
+            fields[k] = _map(leaf, template, getattr(dataset, k), where=k)
+        except _TreeError as e:
+            raise fail(f"the observation tree differs from meta's: {e}") from None
 
     scalars = [k for k, x in arrays.items() if x.ndim == 0]
     if scalars:
@@ -402,8 +718,6 @@ def check(dataset: Dataset, spec: EnvSpec | None = None, name: str = "dataset") 
         raise fail("holds no steps (N = 0); a dataset needs at least one step")
 
     expected = {
-        "observation": np.dtype(meta["obs_dtype"]),
-        "next_observation": np.dtype(meta["obs_dtype"]),
         "action": np.dtype(meta["action_dtype"]),
         "reward": np.dtype(np.float32),
         "discount": np.dtype(np.float32),
@@ -411,18 +725,15 @@ def check(dataset: Dataset, spec: EnvSpec | None = None, name: str = "dataset") 
         "truncated": np.dtype(bool),
         "episode_start": np.dtype(bool),
     }
-    for k, dt in expected.items():
-        if arrays[k].dtype != dt:
-            raise fail(f"array {k!r} has dtype {arrays[k].dtype.name}, expected {dt.name}")
-    shapes = {
-        "observation": meta["obs_shape"],
-        "next_observation": meta["obs_shape"],
-        "action": meta["action_shape"],
-    }
-    for k in STEP_ARRAYS:
+    expected |= {k: leaf.dtype for k, leaf in obs_leaves.items()}
+    for k, x in arrays.items():
+        if x.dtype != expected[k]:
+            raise fail(f"array {k!r} has dtype {x.dtype.name}, expected {expected[k].name}")
+    shapes = {"action": meta["action_shape"]} | {k: leaf.shape for k, leaf in obs_leaves.items()}
+    for k, x in arrays.items():
         want = [n, *shapes.get(k, [])]
-        if list(arrays[k].shape) != want:
-            raise fail(f"array {k!r} has shape {list(arrays[k].shape)}, expected {want} (meta)")
+        if list(x.shape) != want:
+            raise fail(f"array {k!r} has shape {list(x.shape)}, expected {want} (meta)")
 
     action = arrays["action"]
     if meta["num_actions"] is not None:
@@ -453,16 +764,21 @@ def check(dataset: Dataset, spec: EnvSpec | None = None, name: str = "dataset") 
             f"step {t} ends an episode but step {t + 1} is not marked episode_start; steps must "
             "be stored episode by episode"
         )
-    t = _first_discontinuity(Steps(**arrays))
-    if t is not None:
+    found = _first_discontinuity(
+        {k: arrays[k] for k in _names(template, "observation")},
+        {k: arrays[k] for k in _names(template, "next_observation")},
+        arrays["episode_start"],
+    )
+    if found is not None:
+        t, nxt, obs = found
         raise fail(
-            f"next_observation[{t}] differs from observation[{t + 1}] although step {t + 1} "
+            f"{nxt}[{t}] differs from {obs}[{t + 1}] although step {t + 1} "
             "continues the same episode (episode_start is False); steps must be stored episode "
             "by episode, in time order"
         )
     if spec is not None:
         check_spec(meta, spec, name)
-    steps = Steps(**arrays)
+    steps = Steps(**fields)
     if "episodes" not in meta:
         meta["episodes"] = int(np.sum(steps.episode_start))
     if "mean_return" not in meta:
@@ -472,24 +788,28 @@ def check(dataset: Dataset, spec: EnvSpec | None = None, name: str = "dataset") 
 
 
 def check_spec(meta: dict[str, Any], spec: EnvSpec, name: str = "dataset") -> None:
-    """Raises `DatasetError` unless the dataset's recorded env matches the chosen one."""
-    theirs = (
-        tuple(meta["obs_shape"]),
-        np.dtype(meta["obs_dtype"]),
-        meta["num_actions"],
-        tuple(meta["action_shape"]),
-    )
-    ours = (
-        tuple(spec.obs_shape),
-        np.dtype(spec.obs_dtype),
+    """Raises `DatasetError` unless the dataset's recorded env matches the chosen one: the same
+    observation tree (containers, leaf shapes and dtypes), actions and name."""
+    theirs = _tree_meta(_obs_template(meta))
+    try:
+        ours = _tree_meta(spec.obs)
+    except _TreeError as e:
+        raise DatasetError(
+            f"{name}: {spec.name}'s observations cannot be stored in a dataset: {e}"
+        ) from None
+    difference = _first_difference(theirs, ours)
+    actions_differ = (meta["num_actions"], tuple(meta["action_shape"])) != (
         spec.num_actions,
         tuple(spec.action_shape),
     )
     names_differ = bool(meta["env"]) and bool(spec.name) and meta["env"] != spec.name
-    if theirs != ours or names_differ:
+    if difference or actions_differ or names_differ:
+        recorded = _describe(meta["env"], theirs, meta["num_actions"], meta["action_shape"])
+        chosen = _describe(spec.name, ours, spec.num_actions, spec.action_shape)
+        first = f"; first difference: {difference}" if difference else ""
         raise DatasetError(
-            f"{name}: the dataset was recorded on {_describe(meta['env'], *theirs)}, but the "
-            f"chosen environment is {_describe(spec.name, *ours)}"
+            f"{name}: the dataset was recorded on {recorded}, but the chosen environment is "
+            f"{chosen}{first}"
         )
 
 
@@ -514,7 +834,7 @@ def save(path: str | os.PathLike, dataset: Dataset, *, compress: bool = False) -
     try:
         with os.fdopen(fd, "wb") as f:
             write = np.savez_compressed if compress else np.savez
-            write(f, **dataset.steps._asdict(), meta=np.array(meta_json))
+            write(f, **_flatten(dataset), meta=np.array(meta_json))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, name)
@@ -528,6 +848,23 @@ def save(path: str | os.PathLike, dataset: Dataset, *, compress: bool = False) -
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+
+def _flatten(dataset: Dataset) -> dict[str, np.ndarray]:
+    """A checked dataset's arrays by their names in the file, in `STEP_ARRAYS` order."""
+    template = _obs_template(dataset.meta)
+    arrays: dict[str, np.ndarray] = {}
+    for k in STEP_ARRAYS:
+        if k in _OBS_ARRAYS:
+            _map(
+                lambda where, leaf, x: arrays.setdefault(where, x),
+                template,
+                getattr(dataset, k),
+                where=k,
+            )
+        else:
+            arrays[k] = getattr(dataset, k)
+    return arrays
 
 
 def _sniff(name: str) -> None:
@@ -576,20 +913,10 @@ def load(path: str | os.PathLike, spec: EnvSpec | None = None) -> Dataset:
             f"({type(e).__name__}: {e})"
         ) from None
     with archive:
-        present = set(archive.files)
-        missing = [k for k in (*STEP_ARRAYS, "meta") if k not in present]
-        extra = sorted(present - {*STEP_ARRAYS, "meta"})
-        if missing or extra:
-            parts = [f"missing arrays {missing}"] if missing else []
-            parts += [f"unexpected arrays {extra}"] if extra else []
-            raise DatasetError(
-                f"{name}: {' and '.join(parts)}; a version {VERSION} dataset holds exactly "
-                f"{[*STEP_ARRAYS, 'meta']}"
-            )
-        arrays = {}
-        for k in (*STEP_ARRAYS, "meta"):
+
+        def read(k: str) -> np.ndarray:
             try:
-                arrays[k] = archive[k]
+                return archive[k]
             except ValueError as e:
                 if "allow_pickle" in str(e):
                     raise DatasetError(
@@ -606,7 +933,43 @@ def load(path: str | os.PathLike, spec: EnvSpec | None = None) -> Dataset:
                     f"{name}: array {k!r} cannot be read; the file is truncated or corrupted "
                     f"({type(e).__name__}: {e})"
                 ) from None
-    raw = arrays.pop("meta")
+
+        present = set(archive.files)
+        if "meta" not in present:
+            raise DatasetError(
+                f"{name}: missing arrays ['meta']; a dataset holds its metadata (which says what "
+                "else it holds) as a JSON string named 'meta'"
+            )
+        meta = check_meta(_parse_meta(read("meta"), name), name)
+        if spec is not None:  # before reading the arrays: the cheap check first
+            check_spec(meta, spec, name)
+        template = _obs_template(meta)
+        names = [
+            *(n for k in STEP_ARRAYS for n in (_names(template, k) if k in _OBS_ARRAYS else [k])),
+            "meta",
+        ]
+        missing = [k for k in names if k not in present]
+        extra = sorted(present - set(names))
+        if missing or extra:
+            parts = [f"missing arrays {missing}"] if missing else []
+            parts += [f"unexpected arrays {extra}"] if extra else []
+            raise DatasetError(
+                f"{name}: {' and '.join(parts)}; a version {meta['version']} dataset with this "
+                f"meta holds exactly {names}"
+            )
+        arrays = {k: read(k) for k in names[:-1]}
+    # With a spec, the observation trees take its containers (its named tuples, say): check_spec
+    # has found them the same as meta's.
+    like = template if spec is None else spec.obs
+    fields = {
+        k: _map(lambda where, leaf: arrays[where], like, where=k) if k in _OBS_ARRAYS else arrays[k]
+        for k in STEP_ARRAYS
+    }
+    return check(Dataset(**fields, meta=meta), spec, name)
+
+
+def _parse_meta(raw: np.ndarray, name: str) -> Any:
+    """The JSON object that the 0-d string array `meta` holds."""
     if raw.shape != () or raw.dtype.kind not in "US":
         raise _meta_error(
             name,
@@ -616,7 +979,6 @@ def load(path: str | os.PathLike, spec: EnvSpec | None = None) -> Dataset:
     text = raw[()]
     try:
         text = text.decode("utf-8") if isinstance(text, bytes) else str(text)
-        meta = json.loads(text)
+        return json.loads(text)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise _meta_error(name, f"is not valid JSON ({e})") from None
-    return check(Dataset(**arrays, meta=meta), spec, name)

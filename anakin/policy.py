@@ -193,7 +193,8 @@ def collect(
 def episodes_to_steps(eps: episodes_lib.Episodes, limit: int):
     """The first `limit` recorded episodes as episode-contiguous step arrays.
 
-    An episode cut by the step limit before it ended is kept, marked truncated (a time limit).
+    Observations keep the environment's tree, leaves [N, ...]. An episode cut by the step limit
+    before it ended is kept, marked truncated (a time limit).
     """
     steps = jax.tree.map(np.asarray, eps.recorded)
     lengths = np.asarray(eps.result.lengths)[:limit]
@@ -207,9 +208,13 @@ def episodes_to_steps(eps: episodes_lib.Episodes, limit: int):
         "next_observation": [],
         "episode_start": [],
     }
+
+    def episode(tree, i, n):  # episode i's first n steps of an observation tree
+        return jax.tree.map(lambda x: x[:n, i], tree)
+
     for i, n in enumerate(lengths):
         take = slice(0, int(n))
-        cols["observation"].append(steps.obs[take, i])
+        cols["observation"].append(episode(steps.obs, i, int(n)))
         cols["action"].append(steps.action[take, i])
         cols["reward"].append(steps.reward[take, i].astype(np.float32))
         cols["terminated"].append(steps.terminated[take, i])
@@ -217,9 +222,9 @@ def episodes_to_steps(eps: episodes_lib.Episodes, limit: int):
         if cut[i]:
             truncated[-1] = True
         cols["truncated"].append(truncated)
-        cols["next_observation"].append(steps.final_obs[take, i])
+        cols["next_observation"].append(episode(steps.final_obs, i, int(n)))
         start = np.zeros(int(n), bool)
         start[0] = True
         cols["episode_start"].append(start)
     returns = np.asarray(eps.result.returns)[:limit]
-    return returns, {k: np.concatenate(v) for k, v in cols.items()}
+    return returns, {k: jax.tree.map(lambda *xs: np.concatenate(xs), *v) for k, v in cols.items()}

@@ -130,7 +130,7 @@ def test_save_is_atomic_and_refuses_bad_data(tmp_path):
 def test_dataset_from_elsewhere_loads(tmp_path):
     """Written by plain numpy with only the required meta keys and int64 actions."""
     ds = toy()
-    meta = {k: ds.meta[k] for k in dataset._REQUIRED_META} | {"action_dtype": "int64"}
+    meta = {k: ds.meta[k] for k in dataset._REQUIRED_META[1]} | {"action_dtype": "int64"}
     arrays = {**ds.steps._asdict(), "action": ds.action.astype(np.int64)}
     path = tmp_path / "elsewhere.npz"
     np.savez_compressed(path, **arrays, meta=np.array(json.dumps(meta)))
@@ -252,7 +252,7 @@ def test_bad_meta(tmp_path):
 
     assert "not valid JSON" in error("{format: anakin")
     assert "format is 'd4rl'" in error({**ds.meta, "format": "d4rl"})
-    assert "version is 2" in error({**ds.meta, "version": 2})
+    assert "version is 3" in error({**ds.meta, "version": 3})
     assert "lacks the required keys ['obs_dtype']" in error(
         {k: v for k, v in ds.meta.items() if k != "obs_dtype"}
     )
