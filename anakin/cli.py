@@ -53,6 +53,9 @@ def _algo_help() -> str:
     return "\n".join(lines)
 
 
+INTERRUPTED = 75  # stopped by SIGINT/SIGTERM with its work saved: resume it (EX_TEMPFAIL)
+
+
 def _error(command: str, message: str, code: int = 2) -> int:
     print(f"anakin {command}: error: {message}", file=sys.stderr)
     return code
@@ -133,11 +136,25 @@ def _train(argv: list[str]) -> int:
         return _error("train", str(e))
     resume = runner.Resume(Path(known.resume), known.resume_step) if known.resume else None
     try:
-        runner.train(known.algo, cfg, prepared, resume=resume)
+        result = runner.train(known.algo, cfg, prepared, resume=resume)
     except (runner.TrainingDiverged, CheckpointError) as e:
         return _error("train", str(e), code=3)
     except runner.NothingToResume as e:
         return _error("train", str(e))
+    except KeyboardInterrupt:
+        return _error(
+            "train", "aborted by a second interrupt; the newest checkpoint is kept", code=130
+        )
+    if result.summary.get("interrupted"):
+        where = result.summary["last_checkpoint"]
+        saved = (
+            f"checkpoint at env step {where:,} in {result.run_dir}; resume with: anakin train "
+            f"{known.algo} --resume {result.run_dir}"
+            if where is not None
+            else f"no checkpoint (checkpoints are off); metrics in {result.run_dir}"
+        )
+        print(f"anakin train: stopped by {result.summary['interrupted']}: {saved}", file=sys.stderr)
+        return INTERRUPTED
     return 0
 
 

@@ -108,21 +108,27 @@ class CheckpointConfig:
 
     Attributes:
       every_env_steps: save each time training passes a multiple of this many env steps;
-        0 means only at the end.
+        0 means only at the end (and on an interrupt).
+      every_seconds: also save when this many seconds of wall time have passed since the last
+        save, so that a SIGKILL loses bounded work; 0 turns it off.
       keep: how many of the newest good checkpoints to keep.
       enabled: False writes none at all.
     """
 
     every_env_steps: int = 0
+    every_seconds: float = 300.0
     keep: int = 3
     enabled: bool = True
 
     def validate(self) -> None:
-        if self.every_env_steps < 0 or self.keep < 1:
+        if self.every_env_steps < 0:
+            raise ValueError(f"checkpoint.every_env_steps={self.every_env_steps} must be >= 0")
+        if not self.every_seconds >= 0:  # also refuses NaN
             raise ValueError(
-                f"checkpoint.every_env_steps={self.every_env_steps} must be >= 0 and "
-                f"checkpoint.keep={self.keep} >= 1"
+                f"checkpoint.every_seconds={self.every_seconds} must be >= 0 (0 turns it off)"
             )
+        if self.keep < 1:
+            raise ValueError(f"checkpoint.keep={self.keep} must be >= 1")
 
 
 @dataclasses.dataclass(frozen=True)

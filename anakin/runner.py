@@ -8,6 +8,8 @@ modules of their own; their public names are also importable from here.
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -108,6 +110,42 @@ class _Reporter:
                 part.close()
 
 
+class _StopSignals:
+    """SIGINT and SIGTERM (Ctrl-C; a preempted VM or a scheduler) while training: the first asks
+    the loop to stop after the current program call, with a checkpoint, metrics and summary; a
+    second aborts at once (KeyboardInterrupt). Only the main thread can install handlers; in
+    any other thread signals keep their usual meaning."""
+
+    def __init__(self):
+        self.received: str | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> _StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.received is not None:
+            raise KeyboardInterrupt(f"second {signal.Signals(signum).name}")
+        self.received = signal.Signals(signum).name
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    def agreed(self) -> str | None:
+        """The signal received, agreed over all processes (any process's signal stops all of
+        them at the same call, so none is left waiting in a collective)."""
+        if jax.process_count() == 1:
+            return self.received
+        from jax.experimental import multihost_utils
+
+        flags = multihost_utils.process_allgather(np.int32(self.received is not None))
+        return (self.received or "a signal to another process") if np.any(flags) else None
+
+
 def train(
     algo_name: str, cfg: TrainConfig, prepared: Setup | None = None, resume: Resume | None = None
 ) -> RunResult:
@@ -116,6 +154,10 @@ def train(
     Writes config.json, metrics.jsonl (one line per program call), summary.json and
     checkpoints/ into the run directory (process 0 writes the files; every process takes part
     in checkpoints).
+
+    On SIGINT or SIGTERM it stops after the current program call, checkpoints (when
+    checkpoints are enabled), writes the metrics and summary.json (with "interrupted" set to
+    the signal's name) and returns; a second signal aborts at once with KeyboardInterrupt.
 
     Raises:
       TrainingDiverged: the loss or parameters became non-finite (nothing was checkpointed
@@ -169,6 +211,9 @@ def train(
     reached = None
     last_eval: dict[str, Any] = {}
     train_time = eval_time = checkpoint_time = 0.0
+    interrupted = None
+    signals = _StopSignals().__enter__()
+    last_save = time.monotonic()
     try:
         # Compiling ahead of time gives an honest compile time and guarantees that every call
         # below runs the same executable (a changed shape would raise, not recompile).
@@ -209,7 +254,8 @@ def train(
             stop = cfg.stop_return is not None and ret is not None and ret >= cfg.stop_return
             if stop and reached is None:
                 reached = {"env_steps": record["env_steps"], "wall_time": record["wall_time"]}
-            last = stop or call == num_calls - 1
+            interrupted = signals.agreed()
+            last = stop or interrupted is not None or call == num_calls - 1
             steps_now = record["env_steps"]
             if s.evaluate and _due(cfg.eval.every_env_steps, steps_now, per_call, last):
                 t0 = time.monotonic()
@@ -219,7 +265,11 @@ def train(
                         p.update(e)
                 eval_time += time.monotonic() - t0
                 record.update(last_eval)
-            if checkpointer and _due(cfg.checkpoint.every_env_steps, steps_now, per_call, last):
+            every = cfg.checkpoint.every_seconds
+            on_time = every > 0 and time.monotonic() - last_save >= every
+            if checkpointer and (
+                on_time or _due(cfg.checkpoint.every_env_steps, steps_now, per_call, last)
+            ):
                 t0 = time.monotonic()
                 checkpointer.save(
                     steps_now,
@@ -233,6 +283,7 @@ def train(
                     },
                 )
                 checkpoint_time += time.monotonic() - t0
+                last_save = time.monotonic()
                 last_good = steps_now
                 record["checkpoint"] = steps_now
             reporter.write(record, final=last)
@@ -240,6 +291,7 @@ def train(
             if last:
                 break
     finally:
+        signals.__exit__()
         reporter.close()
         if checkpointer:
             checkpointer.close()
@@ -261,6 +313,7 @@ def train(
         "reached_stop_return": reached,
         "resumed_from": resumed_from,
         "last_checkpoint": last_good,
+        "interrupted": interrupted,
         **last_eval,
         **memory,
     }
@@ -281,8 +334,9 @@ def train(
         )
         if "eval_fraction_of_dataset" in last_eval:
             final += f", {100 * last_eval['eval_fraction_of_dataset']:.1f}% of the dataset's return"
+    done = "stopped by " + interrupted if interrupted else "done"
     reporter.progress.message(
-        f"done: {summary['env_steps']:,} {'env steps' if unit == 'steps' else unit} in "
+        f"{done}: {summary['env_steps']:,} {'env steps' if unit == 'steps' else unit} in "
         f"{summary['wall_time']:.1f}s, {final}; "
         f"see {run_dir}"
     )
