@@ -171,7 +171,10 @@ def collect(
         parts.append(episodes_to_steps(eps, need))
     data = dataset_lib.from_steps(
         saved.spec,
-        **{k: np.concatenate([p[1][k] for p in parts]) for k in parts[0][1]},
+        **{
+            k: jax.tree.map(lambda *xs: np.concatenate(xs), *[p[1][k] for p in parts])
+            for k in parts[0][1]
+        },
         env_kwargs=saved.cfg.env.kwargs,
         source=f"anakin collect {run_dir} (step {saved.step}, epsilon {epsilon}, seed {seed})",
     )

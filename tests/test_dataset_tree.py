@@ -304,13 +304,6 @@ def test_bad_tree_meta_and_unstorable_trees(tmp_path):
 # --- end to end ------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    raises=ValueError,
-    strict=True,
-    reason="anakin.policy.collect joins its batches with np.concatenate, which cannot join "
-    "observation trees; it needs jax.tree.map(lambda *xs: np.concatenate(xs), *parts). Remove "
-    "this mark with that fix (strict: the test then fails until it is removed)",
-)
 def test_collect_and_clone_on_a_dict_observation_env(tmp_path):
     """IMPALA on test-Masked ({"obs": float32 [4], "action_mask": bool [4]}), `collect` into a
     version 2 file, load it against the env's spec, then BC reads it for a few updates."""
