@@ -14,6 +14,7 @@ from anakin.types import AlgorithmEntry
 REGISTRY: dict[str, str] = {
     "impala": "algorithms.impala",
     "r2d2": "algorithms.r2d2",
+    "dqn": "algorithms.dqn",
     "sac": "algorithms.sac",
     "bc": "algorithms.bc",
 }

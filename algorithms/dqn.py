@@ -1,0 +1,358 @@
+"""DQN: Q-learning from replayed transitions (Mnih et al. 2015, doi:10.1038/nature14236), with
+double Q-learning (van Hasselt et al. 2016, arxiv.org/abs/1509.06461), n-step returns and
+prioritised replay (Schaul et al. 2016, arxiv.org/abs/1511.05952).
+
+Follows Acme's JAX DQN (`PrioritizedDoubleQLearning`): the online network picks the next
+action and the target network values it; the TD error of each n-step transition goes through a
+Huber loss, weighted by prioritised-replay importance weights, and becomes the transition's new
+priority (|td|). The target network is copied every `target_update_period` SGD steps and the
+agent acts epsilon-greedily with a fixed epsilon. Where we differ from Acme: rewards are clipped
+per step and only when asked (Acme clips the summed n-step reward, always), and a time limit
+inside the n steps bootstraps from the observation it cut off instead of ending the return.
+
+A transition is `algorithms.replay`'s sequence of n + 1 steps, one starting at every step of
+an environment's stream (no core state): step 0's action is learnt, steps 0..n-1 give the
+rewards and discounts, and step n's observation is bootstrapped from. Replay, SGD and target
+updates all run inside the compiled Anakin program.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import flax.struct as struct
+import jax
+import jax.numpy as jnp
+import optax
+import rlax
+
+from algorithms import learning, policies
+from algorithms import replay as replay_lib
+from algorithms.networks import Network, NetworkConfig, QHead, make_network
+from anakin.config import ArchConfig, sweepable
+from anakin.types import Algorithm, AlgorithmEntry, Layout, Metrics, Params, Transition
+from envs import EnvSpec
+
+
+@dataclasses.dataclass(frozen=True)
+class DQNConfig:
+    """DQN hyperparameters (the `acme` preset holds Acme's defaults).
+
+    Attributes:
+      discount: per-step discount, cut to 0 only by termination (truncation bootstraps).
+      n_step: steps of reward before bootstrapping (n-step returns).
+      learning_rate, adam_eps: Adam (Acme: 1e-3, 1e-8).
+      max_grad_norm: global-norm gradient clipping (inf = none, as in Acme).
+      huber_loss_parameter: the Huber loss is quadratic for |td| below this, linear above.
+      batch_size: transitions per SGD step, over all devices.
+      samples_per_insert: replay ratio (transitions sampled per transition inserted); the SGD
+        steps per rollout follow from it.
+      min_replay_size: transitions (over all devices) before learning starts.
+      replay_capacity: transitions held (over all devices); FIFO eviction beyond.
+      prioritised: prioritised replay; False samples uniformly (and keeps no sum tree).
+      priority_exponent: sampling is proportional to priority ** this.
+      importance_sampling_exponent: importance weights are (N P(i)) ** -this, max-normalised.
+      target_update_period: SGD steps between target network copies.
+      clip_rewards, max_abs_reward: optional per-step reward clipping.
+      epsilon: exploration rate of every environment while training.
+      evaluation_epsilon: epsilon of greedy evaluation.
+      dueling: a dueling Q head.
+      network: torso and widths (feed-forward: DQN has no core; use R2D2 for one).
+    """
+
+    discount: float = sweepable(0.99)
+    n_step: int = 5
+    learning_rate: float = sweepable(1e-3)
+    adam_eps: float = sweepable(1e-8)
+    max_grad_norm: float = sweepable(float("inf"))
+    huber_loss_parameter: float = sweepable(1.0)
+    batch_size: int = 256
+    samples_per_insert: float = 0.5
+    min_replay_size: int = 1_000
+    replay_capacity: int = 1_000_000
+    prioritised: bool = True
+    priority_exponent: float = sweepable(0.6)
+    importance_sampling_exponent: float = sweepable(0.2)
+    target_update_period: int = 100
+    clip_rewards: bool = False
+    max_abs_reward: float = sweepable(1.0)
+    epsilon: float = sweepable(0.05)
+    evaluation_epsilon: float = sweepable(0.0)
+    dueling: bool = False
+    network: NetworkConfig = NetworkConfig(hidden_sizes=(64, 64))
+
+    @property
+    def transition_length(self) -> int:
+        """Steps per replayed transition: n steps of reward plus the one bootstrapped from."""
+        return self.n_step + 1
+
+    def sgd_steps_per_update(self, layout: Layout) -> int:
+        """SGD steps per rollout that best match `samples_per_insert`: every step of every
+        environment inserts one transition."""
+        inserted = layout.num_envs * layout.rollout_length
+        return round(self.samples_per_insert * inserted / self.batch_size)
+
+    def replay_layout(self, layout: Layout) -> replay_lib.ReplayLayout:
+        return replay_lib.sequence_layout(
+            layout, self.replay_capacity, self.transition_length, 1, self.prioritised
+        )
+
+    def validate(self, layout: Layout, spec: EnvSpec, data_size: int | None = None) -> None:
+        """Raises ValueError, naming the fields, for configs that cannot work."""
+        del data_size
+        self.network.validate()
+        if self.network.recurrent:
+            raise ValueError(
+                f"algo.network.lstm_size={self.network.lstm_size}: DQN is feed-forward (use 0); "
+                "train r2d2 for a recurrent Q-learner"
+            )
+        for name in (
+            "n_step",
+            "batch_size",
+            "min_replay_size",
+            "replay_capacity",
+            "target_update_period",
+        ):
+            if getattr(self, name) < 1:
+                raise ValueError(f"algo.{name}={getattr(self, name)} must be >= 1")
+        for name in ("discount", "epsilon", "evaluation_epsilon"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"algo.{name}={getattr(self, name)} must lie in [0, 1]")
+        for name in ("samples_per_insert", "huber_loss_parameter"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"algo.{name}={getattr(self, name)} must be > 0")
+        replay_lib.check_sizes(
+            layout,
+            capacity=self.replay_capacity,
+            length=self.transition_length,
+            period=1,
+            min_size=self.min_replay_size,
+            batch_size=self.batch_size,
+        )
+        if self.sgd_steps_per_update(layout) < 1:
+            inserted = layout.num_envs * layout.rollout_length
+            raise ValueError(
+                f"algo.samples_per_insert={self.samples_per_insert} x {inserted} transitions "
+                f"per rollout (arch.num_envs={layout.num_envs} x arch.rollout_length="
+                f"{layout.rollout_length}) / algo.batch_size={self.batch_size} rounds to 0 SGD "
+                "steps per rollout; raise samples_per_insert, num_envs or rollout_length"
+            )
+        learning.check_discrete("DQN", spec)
+
+
+class DQNState(struct.PyTreeNode):
+    params: Params
+    target_params: Params
+    opt_state: optax.OptState
+    replay: replay_lib.SequenceReplay
+    sgd_steps: jax.Array  # int32 [], SGD steps taken
+
+
+def n_step_transition(r_t: jax.Array, discount_t: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Folds n steps into one transition: the discounted reward sum and the discount product.
+
+    Args:
+      r_t: rewards [n, B] of steps 0..n-1.
+      discount_t: their discounts [n, B], 0 where an episode ends (so later rewards and the
+        bootstrap are cut off).
+
+    Returns:
+      (sum_k (prod_{j<k} discount_j) r_k [B], prod_k discount_k [B]).
+    """
+    # prod_{j<k} discount_j: the inclusive cumulative product shifted by one step.
+    before = jnp.concatenate([jnp.ones_like(discount_t[:1]), jnp.cumprod(discount_t, 0)[:-1]], 0)
+    return jnp.sum(before * r_t, axis=0), jnp.prod(discount_t, axis=0)
+
+
+def dqn_loss(
+    params: Params,
+    target_params: Params,
+    network: Network,
+    steps: Transition,
+    weights: jax.Array,
+    cfg: DQNConfig,
+    spec: EnvSpec | None = None,
+) -> tuple[jax.Array, tuple[jax.Array, Metrics]]:
+    """Prioritised n-step double Q-learning with a Huber loss, on replayed transitions.
+
+    Args:
+      params, target_params: online and target network parameters.
+      network: a feed-forward Q `Network` (outputs [..., A]).
+      steps: time-major [n + 1, B, ...]: the action of step 0 is learnt from the rewards of
+        steps 0..n-1 and a bootstrap from the observation of step n.
+      weights: importance weights [B].
+      cfg: the config (discount, reward clipping, Huber parameter).
+      spec: the environment's spec, where it has an action mask: double Q-learning's argmax
+        then picks among each observation's legal actions.
+
+    Returns:
+      (importance-weighted mean Huber loss, (new priorities |td| [B], metrics)).
+    """
+    n = steps.reward.shape[0] - 1
+
+    def q_values(p, obs):  # obs leaves [..., B, ...] -> [..., B, A]
+        return network.unroll(p, obs, None, ())[0]
+
+    def legal(obs):
+        return None if spec is None else policies.action_mask(spec, obs)
+
+    def double_q_value(obs):
+        """Q_target(obs, argmax_legal Q_online(obs)), no gradient: [..., B]."""
+        select = policies.greedy(q_values(params, obs), legal(obs))
+        value = jnp.take_along_axis(q_values(target_params, obs), select[..., None], -1)[..., 0]
+        return jax.lax.stop_gradient(value)
+
+    rewards = steps.reward[:n]
+    if cfg.clip_rewards:
+        rewards = jnp.clip(rewards, -cfg.max_abs_reward, cfg.max_abs_reward)
+    # A time limit inside the window: that step bootstraps from its own final observation.
+    final_obs = jax.tree.map(lambda o: o[:n], steps.final_obs)
+    rewards, discounts = learning.bootstrap_truncation(
+        rewards,
+        cfg.discount,
+        steps.terminated[:n],
+        steps.truncated[:n],
+        lambda: double_q_value(final_obs),
+    )
+    r_t, discount_t = n_step_transition(rewards, discounts)  # [B], [B]
+
+    # One online pass over the first and last observations: Q(o_0) and the selector at o_n.
+    ends = jax.tree.map(lambda o: o[jnp.array([0, n])], steps.obs)  # [2, B, ...]
+    online = q_values(params, ends)  # [2, B, A]
+    q_tm1, q_t_online = online[0], online[1]
+    obs_t = jax.tree.map(lambda o: o[n], steps.obs)
+    q_t_value = q_values(target_params, obs_t)  # [B, A]
+    # rlax's argmax over the selector sees only legal actions: a one-hot of the masked choice.
+    num_actions = q_tm1.shape[-1]
+    q_t_selector = jax.nn.one_hot(policies.greedy(q_t_online, legal(obs_t)), num_actions)
+    td = jax.vmap(rlax.double_q_learning)(
+        q_tm1, steps.action[0], r_t, discount_t, q_t_value, q_t_selector
+    )  # [B]
+    batch_loss = rlax.huber_loss(td, cfg.huber_loss_parameter)
+    loss = jnp.mean(weights * batch_loss)
+    metrics = {
+        "loss": loss,
+        "mean_abs_td": jnp.mean(jnp.abs(td)),
+        "q_mean": jnp.mean(q_tm1),
+        "importance_weight_min": jnp.min(weights),
+    }
+    return loss, (jnp.abs(td), metrics)
+
+
+def make_dqn(cfg: DQNConfig, spec: EnvSpec, layout: Layout) -> Algorithm:
+    """DQN for a discrete-action environment, with `layout` sizing each device's replay."""
+    learning.check_discrete("DQN", spec)
+    network = make_network(cfg.network, spec, QHead(spec.num_actions, cfg.dueling))
+    loss_spec = spec if spec.action_mask is not None else None
+    optimizer = learning.make_optimizer(cfg.learning_rate, cfg.max_grad_norm, eps=cfg.adam_eps)
+    replay_layout = cfg.replay_layout(layout)
+    batch = cfg.batch_size // layout.num_devices
+    min_size = math.ceil(cfg.min_replay_size / layout.num_devices)
+    sgd_steps = cfg.sgd_steps_per_update(layout)
+
+    def init(key: jax.Array) -> DQNState:
+        params = network.init(key)
+        step = Transition(
+            obs=spec.zeros(),
+            first=jnp.bool_(False),
+            action=jnp.int32(0),
+            reward=jnp.float32(0),
+            terminated=jnp.bool_(False),
+            truncated=jnp.bool_(False),
+            final_obs=spec.zeros(),
+            extras={},
+        )
+        return DQNState(
+            params=params,
+            target_params=params,
+            opt_state=optimizer.init(params),
+            replay=replay_lib.init(replay_layout, step, (), cfg.priority_exponent),
+            sgd_steps=jnp.int32(0),
+        )
+
+    def init_actor(key: jax.Array, num_envs: int) -> tuple:
+        del key, num_envs
+        return ()
+
+    def act(state: DQNState, actor: tuple, obs, first, keys, evaluate: bool = False):
+        q, _ = network.apply(state.params, obs, (), first)
+        rate = cfg.evaluation_epsilon if evaluate else cfg.epsilon
+        epsilon = jnp.full(q.shape[:1], rate, jnp.float32)
+        action = policies.epsilon_greedy(q, epsilon, keys, policies.action_mask(spec, obs))
+        return action, actor, {}
+
+    def sgd_step(state: DQNState, key: jax.Array):
+        sample = replay_lib.sample(state.replay, replay_layout, key, batch)
+        weights = replay_lib.importance_weights(sample, cfg.importance_sampling_exponent)
+        state, (priorities, metrics), grad_norm = learning.sgd_step(
+            state,
+            dqn_loss,
+            optimizer,
+            state.target_params,
+            network,
+            sample.steps,
+            weights,
+            cfg,
+            loss_spec,
+        )
+        target_params = optax.periodic_update(
+            state.params, state.target_params, state.sgd_steps, cfg.target_update_period
+        )
+        replay = replay_lib.update_priorities(state.replay, replay_layout, sample, priorities)
+        return state.replace(target_params=target_params, replay=replay), {
+            **metrics,
+            "grad_norm": grad_norm,
+        }
+
+    def update(state: DQNState, traj: Transition, key: jax.Array):
+        state = state.replace(replay=replay_lib.insert(state.replay, replay_layout, traj, ()))
+        # Every device holds as many transitions as the others, so all agree on `ready` and the
+        # pmean inside each SGD step always meets its peers; each samples its own shard.
+        keys = jax.random.split(learning.device_key(key), sgd_steps)
+
+        def learn(state):
+            state, metrics = jax.lax.scan(sgd_step, state, keys)
+            return state, jax.tree.map(jnp.mean, metrics)
+
+        ready = replay_lib.size(state.replay) >= min_size
+        state, metrics = learning.when_ready(ready, learn, state)
+        metrics["replay_size"] = replay_lib.size(state.replay).astype(jnp.float32)
+        return state, metrics
+
+    return Algorithm(init=init, init_actor=init_actor, act=act, update=update)
+
+
+PRESETS: dict[str, tuple[DQNConfig, ArchConfig]] = {
+    # Acme's DQN defaults (Atari-sized); the layout is ours.
+    "acme": (
+        DQNConfig(),
+        ArchConfig(num_envs=64, rollout_length=16, updates_per_call=50, total_env_steps=10_000_000),
+    ),
+    "default": (
+        DQNConfig(
+            n_step=3,
+            batch_size=128,
+            samples_per_insert=8.0,
+            min_replay_size=1_024,
+            replay_capacity=65_536,
+            target_update_period=100,
+        ),
+        ArchConfig(num_envs=16, rollout_length=8, updates_per_call=50, total_env_steps=300_000),
+    ),
+    "tiny": (
+        DQNConfig(
+            n_step=2,
+            batch_size=8,
+            samples_per_insert=0.5,
+            min_replay_size=32,
+            replay_capacity=128,
+            target_update_period=4,
+            network=NetworkConfig(hidden_sizes=(16,)),
+        ),
+        # One update per call: tests can follow each target-network copy.
+        ArchConfig(num_envs=8, rollout_length=4, updates_per_call=1, total_env_steps=256),
+    ),
+}
+
+ENTRY = AlgorithmEntry(config_cls=DQNConfig, make=make_dqn, presets=PRESETS)

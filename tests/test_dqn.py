@@ -1,0 +1,380 @@
+"""DQN: the n-step double-Q loss by hand and against rlax, truncation, target updates, masks,
+config errors, resume and learning CartPole."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import rlax
+import toy_envs  # noqa: F401  (registers test-Masked)
+
+import envs
+from algorithms.dqn import PRESETS, DQNConfig, dqn_loss, n_step_transition
+from algorithms.networks import Network, NetworkConfig
+from anakin import devices as dev
+from anakin import runner
+from anakin.config import CheckpointConfig, EvalConfig, TrainConfig
+from anakin.types import Layout, Transition
+
+
+def table_q_network(key: str | None = None) -> Network:
+    """Q-values read off the observation, scaled per action by params["w"] [A]: every Q is
+    hand-chosen. With `key`, the Q-values are the observation's entry `key` (a dict obs)."""
+
+    def q(params, obs):
+        return (obs if key is None else obs[key]) * params["w"]
+
+    return Network(
+        lambda k: {"w": jnp.ones(2)},
+        lambda n: (),
+        lambda params, obs, core, first: (q(params, obs), core),
+        lambda params, obs, first, core: (q(params, obs), core),
+    )
+
+
+def transitions(obs, action, reward, terminated=None, truncated=None, final_obs=None):
+    """[n + 1, B] transitions from nested lists; final_obs defaults to the next obs."""
+    obs = jnp.asarray(obs, jnp.float32)
+    shape = obs.shape[:2]
+    zeros = np.zeros(shape, bool)
+    if final_obs is None:
+        final_obs = jnp.concatenate([obs[1:], obs[-1:]])
+    return Transition(
+        obs=obs,
+        first=jnp.zeros(shape, bool),
+        action=jnp.asarray(action, jnp.int32),
+        reward=jnp.asarray(reward, jnp.float32),
+        terminated=jnp.asarray(zeros if terminated is None else terminated),
+        truncated=jnp.asarray(zeros if truncated is None else truncated),
+        final_obs=jnp.asarray(final_obs, jnp.float32),
+        extras={},
+    )
+
+
+# One compile per test instead of one per operation.
+loss_fn = jax.jit(dqn_loss, static_argnums=(2, 5, 6))
+
+ONLINE = {"w": jnp.array([1.0, 1.0])}
+TARGET = {"w": jnp.array([2.0, 0.5])}
+
+
+def test_loss_hand_worked():
+    # n = 2, discount 0.9, Huber parameter 1; online Q(o) = o, target Q(o) = o * [2, 0.5].
+    # Transition 0: Q(o_0) = [1, 2], a_0 = 1 -> q_tm1 = 2. Rewards 1, 2. At o_2 = [3, 5] the
+    #   online net picks action 1 (5 > 3); the target values it 0.5 * 5 = 2.5 (its own argmax
+    #   would be action 0, worth 6: double Q-learning uses 2.5).
+    #   target = 1 + 0.9 * 2 + 0.81 * 2.5 = 4.825; td = 2.825; Huber = 0.5 + 1.825 = 2.325.
+    # Transition 1: Q(o_0) = [4, 1], a_0 = 0 -> 4. Step 0 terminates with reward 1; the next
+    #   episode's reward 5 and o_2 are cut off. target = 1; td = -3; Huber = 0.5 + 2 = 2.5.
+    # Transition 2: Q(o_0) = [0, 3], a_0 = 1 -> 3. Step 0 is truncated with reward 1 and final
+    #   observation [2, 4]: online picks 1, target values it 0.5 * 4 = 2, so its reward becomes
+    #   1 + 0.9 * 2 = 2.8 and its discount 0 (the reset episode's reward 7 and o_2 are cut off).
+    #   target = 2.8; td = -0.2; Huber = 0.5 * 0.04 = 0.02.
+    # Weights [1, 0.5, 0.25]: loss = (2.325 + 1.25 + 0.005) / 3 = 1.193333.
+    steps = transitions(
+        obs=[[[1, 2], [4, 1], [0, 3]], [[0, 0], [9, 9], [9, 9]], [[3, 5], [9, 9], [9, 9]]],
+        action=[[1, 0, 1], [0, 0, 0], [0, 0, 0]],
+        reward=[[1, 1, 1], [2, 5, 7], [0, 0, 0]],
+        terminated=[[False, True, False], [False] * 3, [False] * 3],
+        truncated=[[False, False, True], [False] * 3, [False] * 3],
+        final_obs=[[[0, 0], [9, 9], [2, 4]], [[3, 5], [9, 9], [9, 9]], [[0, 0]] * 3],
+    )
+    cfg = DQNConfig(n_step=2, discount=0.9)
+    weights = jnp.array([1.0, 0.5, 0.25])
+    loss, (priorities, metrics) = loss_fn(ONLINE, TARGET, table_q_network(), steps, weights, cfg)
+    np.testing.assert_allclose(loss, 1.193333, rtol=1e-5)
+    np.testing.assert_allclose(priorities, [2.825, 3.0, 0.2], rtol=1e-5)
+    assert metrics["loss"] == loss
+
+
+def test_n_step_transition_hand_worked():
+    # Rewards [1, 2, 3], discounts [0.9, 0.5, 0.8]: 1 + 0.9 * 2 + 0.45 * 3 = 4.15, product 0.36.
+    # With a termination at step 1 (discount 0): 1 + 0.9 * 2 + 0 * 3 = 2.8, product 0.
+    r = jnp.array([[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]])
+    d = jnp.array([[0.9, 0.9], [0.5, 0.0], [0.8, 0.8]])
+    ret, disc = n_step_transition(r, d)
+    np.testing.assert_allclose(ret, [4.15, 2.8], rtol=1e-6)
+    np.testing.assert_allclose(disc, [0.36, 0.0], atol=1e-7)
+
+
+def random_transitions(rng, n, batch, actions):
+    obs = rng.normal(size=(n + 1, batch, actions)).astype(np.float32)
+    final = np.concatenate([obs[1:], obs[-1:]])
+    term = np.zeros((n + 1, batch), bool)
+    trunc = np.zeros((n + 1, batch), bool)
+    term[1, 0] = True  # inside the window
+    term[n - 1, 1] = True  # at its last reward
+    trunc[0, 2] = True  # first step
+    trunc[1, 3] = True  # middle
+    trunc[n - 1, 4] = True  # last reward step: bootstraps from final_obs, not obs n
+    for t, b in [(0, 2), (1, 3), (n - 1, 4)]:
+        final[t, b] = rng.normal(size=actions)
+    return transitions(
+        obs=obs,
+        action=rng.integers(0, actions, size=(n + 1, batch)),
+        reward=rng.normal(size=(n + 1, batch)),
+        terminated=term,
+        truncated=trunc,
+        final_obs=final,
+    )
+
+
+def test_loss_matches_direct_rlax_calls():
+    n, gamma, actions = 3, 0.9, 2
+    rng = np.random.default_rng(0)
+    steps = random_transitions(rng, n, batch=6, actions=actions)
+    weights = jnp.array([1.0, 0.5, 0.25, 1.0, 0.75, 0.5])
+    cfg = DQNConfig(n_step=n, discount=gamma, huber_loss_parameter=0.7)
+    loss, (priorities, _) = loss_fn(ONLINE, TARGET, table_q_network(), steps, weights, cfg)
+
+    def double_q(obs):  # Q_target(o, argmax Q_online(o))
+        return jnp.take_along_axis(
+            obs * TARGET["w"], jnp.argmax(obs * ONLINE["w"], -1)[..., None], -1
+        )[..., 0]
+
+    @jax.jit  # one compile instead of one per operation
+    def direct(steps):
+        # Per-step rewards and discounts with each truncation's bootstrap folded in by hand.
+        trunc = steps.truncated[:n]
+        r = steps.reward[:n] + gamma * jnp.where(trunc, double_q(steps.final_obs[:n]), 0.0)
+        d = gamma * (1.0 - steps.terminated[:n]) * (1.0 - trunc)
+        # rlax's n-step return from step 0, bootstrapping from V(o_n) (v_t: V(o_1..o_n)).
+        v = double_q(steps.obs[1:])
+        returns = jax.vmap(
+            lambda r, d, v: rlax.n_step_bootstrapped_returns(r, d, v, n)[0], in_axes=1
+        )(r, d, v)
+        q_tm1 = jnp.take_along_axis(steps.obs[0] * ONLINE["w"], steps.action[0][:, None], -1)
+        # ... and rlax.double_q_learning on the folded n-step transition.
+        td_direct = jax.vmap(rlax.double_q_learning)(
+            steps.obs[0] * ONLINE["w"],
+            steps.action[0],
+            r[0] + d[0] * r[1] + d[0] * d[1] * r[2],
+            d[0] * d[1] * d[2],
+            steps.obs[n] * TARGET["w"],
+            steps.obs[n] * ONLINE["w"],
+        )
+        return returns - q_tm1[:, 0], td_direct
+
+    td, td_direct = direct(steps)
+    np.testing.assert_allclose(td, td_direct, rtol=1e-5, atol=1e-6)
+    expected = jnp.mean(weights * rlax.huber_loss(td, 0.7))
+    np.testing.assert_allclose(loss, expected, rtol=1e-5)
+    np.testing.assert_allclose(priorities, jnp.abs(td), rtol=1e-5, atol=1e-6)
+
+
+def test_truncation_inside_the_window_by_hand():
+    # n = 3, discount 0.5; step 1 is truncated with final observation [8, 2]: online picks 0,
+    # target values it 2 * 8 = 16, so step 1's reward becomes 3 + 0.5 * 16 = 11 and nothing
+    # after it counts (the reset episode's reward 100 and o_3). Q(o_0) = [1, 0], a_0 = 0.
+    # target = 2 + 0.5 * 11 = 7.5; td = 6.5.
+    steps = transitions(
+        obs=[[[1, 0]], [[0, 0]], [[50, 50]], [[60, 60]]],
+        action=[[0], [0], [0], [0]],
+        reward=[[2], [3], [100], [0]],
+        truncated=[[False], [True], [False], [False]],
+        final_obs=[[[0, 0]], [[8, 2]], [[60, 60]], [[0, 0]]],
+    )
+    cfg = DQNConfig(n_step=3, discount=0.5)
+    _, (priorities, _) = loss_fn(ONLINE, TARGET, table_q_network(), steps, jnp.ones(1), cfg)
+    np.testing.assert_allclose(priorities, [6.5], rtol=1e-6)
+
+
+def test_double_q_selection_honours_the_action_mask():
+    # At o_1 = [3, 5] the online net prefers action 1, but only action 0 is legal there, so the
+    # target values action 0: 2 * 3 = 6. n = 1, discount 1: target = 1 + 6; Q(o_0)[0] = 1.
+    obs = jnp.array([[[1.0, 0.0]], [[3.0, 5.0]]])
+    mask = jnp.array([[[True, True]], [[True, False]]])
+    steps = transitions(obs=obs, action=[[0], [0]], reward=[[1], [0]])
+    steps = steps._replace(
+        obs={"q": obs, "mask": mask}, final_obs={"q": steps.final_obs, "mask": mask}
+    )
+    spec = envs.EnvSpec(
+        "masked",
+        {"q": jax.ShapeDtypeStruct((2,), jnp.float32), "mask": jax.ShapeDtypeStruct((2,), bool)},
+        2,
+        action_mask="mask",
+    )
+    cfg = DQNConfig(n_step=1, discount=1.0)
+    network = table_q_network("q")
+    masked, unmasked = jax.jit(
+        lambda steps: [
+            dqn_loss(ONLINE, TARGET, network, steps, jnp.ones(1), cfg, s)[1][0]
+            for s in (spec, None)
+        ]
+    )(steps)
+    np.testing.assert_allclose(masked, [6.0])  # 1 + 6 - 1
+    np.testing.assert_allclose(unmasked, [2.5])  # 1 + 0.5 * 5 - 1
+
+
+# --- the program ------------------------------------------------------------------------------
+
+
+def tiny_train_config(tmp_path, **changes):
+    cfg, arch = PRESETS["tiny"]
+    return TrainConfig(algo=cfg, arch=arch, out=str(tmp_path), quiet=True, **changes)
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    """The tiny preset's program on 4 devices, one update per call: compiled once, for the
+    target-network test and the three runs of the resume test."""
+    cfg = tiny_train_config(tmp_path_factory.mktemp("dqn"), eval=EvalConfig(episodes=0))
+    return cfg, runner.setup("dqn", cfg)
+
+
+def test_target_network_changes_exactly_every_period_and_params_agree(prepared):
+    train_cfg, setup = prepared
+    cfg, arch = train_cfg.algo, train_cfg.arch
+    assert cfg.target_update_period == 4 and arch.updates_per_call == 1
+    assert cfg.sgd_steps_per_update(Layout(arch.num_envs, 4, arch.rollout_length)) == 2
+    state = setup.program.init(0)
+    train = setup.program.compile(state)
+    previous = dev.unreplicate(state.learner)
+    seen = []
+    for _ in range(8):
+        state, metrics = train(state)
+        learner = dev.unreplicate(state.learner)
+        steps = int(learner.sgd_steps)
+        changed = not _equal(learner.target_params, previous.target_params)
+        if steps % 4 == 0 and steps > 0:  # a copy of the network after this very step
+            assert _equal(learner.target_params, learner.params)
+        elif steps > 0:  # still the copy made two SGD steps (one update) ago
+            assert _equal(learner.target_params, previous.params)
+        seen.append((steps, changed))
+        previous = learner
+    # tiny: the warm-up (32 transitions, 8 per device) fills after two rollouts; then 2 SGD
+    # steps per update, and the target moves exactly when the count reaches a multiple of 4.
+    assert [s for s, _ in seen] == [0, 2, 4, 6, 8, 10, 12, 14], seen
+    reported = set(metrics["learner"])
+    assert {"loss", "learning", "replay_size", "grad_norm"} <= reported
+    assert not reported & RESERVED
+    assert all(c == (s > 0 and s % 4 == 0) for s, c in seen), seen
+    assert dev.max_divergence(dev.to_host(state.learner.params)) == 0.0
+    # Each device holds its own environments' transitions: the replays differ.
+    obs = np.asarray(state.learner.replay.steps.obs)
+    assert not np.array_equal(obs[0], obs[1])
+
+
+# Names the runner gives its own numbers: an algorithm's metrics must not take them.
+RESERVED = set(
+    "call env_steps updates wall_time sps episodes mean_return mean_length finite checkpoint "
+    "per_run seed".split()
+)
+
+
+def _equal(a, b):
+    return all(
+        np.array_equal(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True)
+    )
+
+
+# --- configs ----------------------------------------------------------------------------------
+
+CARTPOLE_SPEC = envs.EnvSpec.of_array("CartPole-v1", (4,), np.float32, 2)
+PENDULUM_SPEC = envs.EnvSpec.of_array("Pendulum-v1", (3,), np.float32, None, (1,))
+
+
+@pytest.mark.parametrize(
+    "changes, spec, message",
+    [
+        (dict(n_step=0), CARTPOLE_SPEC, "algo.n_step=0 must be >= 1"),
+        (dict(epsilon=1.5), CARTPOLE_SPEC, "algo.epsilon=1.5 must lie in [0, 1]"),
+        (dict(huber_loss_parameter=0.0), CARTPOLE_SPEC, "algo.huber_loss_parameter=0.0"),
+        (dict(batch_size=6), CARTPOLE_SPEC, "algo.batch_size=6 does not divide over 4 devices"),
+        (dict(replay_capacity=100), CARTPOLE_SPEC, "algo.replay_capacity=100 sequences do not"),
+        (dict(replay_capacity=64), CARTPOLE_SPEC, "a sequence of 6 steps plus one rollout of 8"),
+        (dict(min_replay_size=16), CARTPOLE_SPEC, "algo.batch_size=32 is larger than"),
+        (dict(min_replay_size=10**6), CARTPOLE_SPEC, "algo.min_replay_size=1000000 can never"),
+        (dict(samples_per_insert=0.1), CARTPOLE_SPEC, "rounds to 0 SGD steps per rollout"),
+        (
+            dict(network=NetworkConfig(lstm_size=8)),
+            CARTPOLE_SPEC,
+            "algo.network.lstm_size=8: DQN is feed-forward",
+        ),
+        ({}, PENDULUM_SPEC, "DQN supports discrete actions only; Pendulum-v1"),
+    ],
+)
+def test_configs_that_cannot_work_are_refused(changes, spec, message):
+    cfg = DQNConfig(n_step=5, batch_size=32, min_replay_size=64, replay_capacity=1024)
+    with pytest.raises(ValueError) as e:
+        dataclasses.replace(cfg, **changes).validate(Layout(8, 4, 8), spec)
+    assert message in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_presets_are_valid():
+    for name, (cfg, arch) in PRESETS.items():
+        for devices in (1, 2, 4):
+            if arch.num_envs % devices == 0 and cfg.batch_size % devices == 0:
+                cfg.validate(Layout(arch.num_envs, devices, arch.rollout_length), CARTPOLE_SPEC)
+        assert name in ("acme", "default", "tiny")
+
+
+# --- through the runner -----------------------------------------------------------------------
+
+
+def test_masked_actions_are_never_taken(tmp_path):
+    # Half the actions random in training and evaluation: random actions honour the mask too.
+    base = tiny_train_config(tmp_path)
+    cfg = dataclasses.replace(
+        base,
+        algo=dataclasses.replace(base.algo, epsilon=0.5, evaluation_epsilon=0.5),
+        env="test-Masked",
+        arch=dataclasses.replace(base.arch, total_env_steps=1024, updates_per_call=4),
+        eval=EvalConfig(episodes=8, max_steps=50),
+    )
+    result = runner.train("dqn", cfg)
+    assert sum(r["episodes"] for r in result.records) > 100
+    assert any(r["learning"] == 1.0 for r in result.records)
+    assert all(r["mean_return"] in (None, 0.0) for r in result.records)
+    assert result.summary["eval_max_return"] == 0.0
+
+
+def test_interrupted_and_resumed_equals_uninterrupted(prepared, tmp_path):
+    full, prepared = prepared
+    per_call = prepared.steps_per_call
+    full = dataclasses.replace(
+        full,
+        out=str(tmp_path),
+        run_name="full",
+        checkpoint=CheckpointConfig(every_env_steps=2 * per_call),
+        arch=dataclasses.replace(full.arch, total_env_steps=6 * per_call),
+    )
+    reference = runner.train("dqn", full, prepared)
+    half = dataclasses.replace(
+        full, run_name="half", arch=dataclasses.replace(full.arch, total_env_steps=3 * per_call)
+    )
+    first = runner.train("dqn", half, prepared)
+    assert first.summary["last_checkpoint"] == 3 * per_call
+    resumed = runner.train("dqn", full, prepared, resume=runner.Resume(first.run_dir))
+    assert resumed.summary["resumed_from"] == 3 * per_call
+    assert int(dev.unreplicate(resumed.state.learner.sgd_steps)) > 0
+    for part in ("learner", "env_state", "env_keys"):
+        assert _equal(getattr(resumed.state, part), getattr(reference.state, part)), part
+    assert [r["loss"] for r in resumed.records] == [r["loss"] for r in reference.records[3:]]
+
+
+def test_dqn_learns_cartpole(tmp_path):
+    cfg, arch = PRESETS["default"]
+    result = runner.train(
+        "dqn",
+        TrainConfig(
+            algo=cfg,
+            env="CartPole-v1",
+            arch=dataclasses.replace(arch, total_env_steps=200_000),
+            eval=EvalConfig(episodes=8),
+            out=str(tmp_path),
+            quiet=True,
+            stop_return=200.0,
+        ),
+    )
+    s = result.summary
+    print(
+        f"\nDQN on CartPole-v1: mean return {s['final_mean_return']:.0f} after "
+        f"{s['env_steps']} env steps, {s['train_time']:.1f}s training "
+        f"({s['compile_time']:.1f}s compiling), greedy evaluation {s['eval_mean_return']:.0f}"
+    )
+    # Random play scores about 22.
+    assert s["reached_stop_return"] is not None, s
