@@ -148,7 +148,7 @@ class BCConfig:
                 f"{spec.name} has continuous actions of shape {spec.action_shape}"
             )
         if not spec.discrete and self.tanh_squash:
-            low, high = _bounds(spec)
+            low, high = policies.action_bounds(spec)
             if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
                 raise ValueError(
                     f"algo.tanh_squash=True needs finite action bounds; {spec.name} has low={low} "
@@ -181,16 +181,6 @@ class Policy(NamedTuple):
     mode: Callable[[Any], jax.Array]
 
 
-def _bounds(spec: EnvSpec) -> tuple[np.ndarray, np.ndarray]:
-    size = int(np.prod(spec.action_shape))
-    low = spec.action_low if spec.action_low is not None else np.full(size, -np.inf)
-    high = spec.action_high if spec.action_high is not None else np.full(size, np.inf)
-    return (
-        np.asarray(low, np.float32).reshape(size),
-        np.asarray(high, np.float32).reshape(size),
-    )
-
-
 def make_policy(cfg: BCConfig, spec: EnvSpec) -> Policy:
     """The categorical or (tanh-)Gaussian policy network for `spec`'s actions."""
     if spec.discrete:
@@ -206,11 +196,8 @@ def make_policy(cfg: BCConfig, spec: EnvSpec) -> Policy:
         size = int(np.prod(spec.action_shape))
         head = GaussianHead(size, state_dependent_std=cfg.state_dependent_std)
         network = make_network(cfg.network, spec, head)
-        low, high = _bounds(spec)
-        finite = bool(np.all(np.isfinite(low)) and np.all(np.isfinite(high)))
         # Unbounded actions (only without tanh): the unit space is the action space.
-        shift = jnp.asarray((high + low) / 2 if finite else np.zeros(size, np.float32))
-        scale = jnp.asarray((high - low) / 2 if finite else np.ones(size, np.float32))
+        shift, scale = policies.unit_map(spec)
 
         def distribution(out):
             mean, log_std = out
@@ -374,7 +361,7 @@ def make_bc(cfg: BCConfig, spec: EnvSpec, layout: Layout) -> Algorithm:
     batch_size = cfg.batch_size // layout.num_devices
     discrete = spec.discrete
     if not discrete:
-        low, high = (jnp.asarray(b) for b in _bounds(spec))
+        low, high = (jnp.asarray(b) for b in policies.action_bounds(spec))
 
     def init(key: jax.Array) -> BCState:
         params = policy.init(key)

@@ -138,6 +138,29 @@ def when_ready(
     return jax.lax.cond(ready, go, wait, state)
 
 
+def sgd_steps_when_ready(
+    state: S,
+    sgd_step: Callable[[S, jax.Array], tuple[S, dict[str, jax.Array]]],
+    key: jax.Array,
+    num_steps: int,
+    ready: jax.Array,
+) -> tuple[S, dict[str, jax.Array]]:
+    """An off-policy learner's update after its replay insert: `num_steps` SGD steps
+    (`sgd_step(state, key)`, each with a key of this device's own, so each device samples its
+    own replay shard), metrics averaged over them, once `ready` (see `when_ready`).
+
+    Every device holds as many samples as every other, so all agree on `ready` and the
+    `pmean` inside the SGD steps always meets its peers.
+    """
+    keys = jax.random.split(device_key(key), num_steps)
+
+    def learn(state):
+        state, metrics = jax.lax.scan(sgd_step, state, keys)
+        return state, jax.tree.map(jnp.mean, metrics)
+
+    return when_ready(ready, learn, state)
+
+
 def shuffled_minibatches(key: jax.Array, batch: Any, num_minibatches: int) -> Any:
     """Splits this device's items into `num_minibatches` shuffled minibatches, the same way
     whatever the number of devices.

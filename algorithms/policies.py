@@ -163,6 +163,30 @@ def random_actions(spec: EnvSpec, keys: jax.Array, mask: jax.Array | None = None
     return jax.vmap(one)(keys)
 
 
+# --- continuous action bounds --------------------------------------------------------------
+
+
+def action_bounds(spec: EnvSpec) -> tuple[np.ndarray, np.ndarray]:
+    """(low, high) float32 [D] of a continuous action space (D = prod(action_shape)); -inf and
+    inf where the spec gives no bound."""
+    size = int(np.prod(spec.action_shape))
+    low = spec.action_low if spec.action_low is not None else np.full(size, -np.inf)
+    high = spec.action_high if spec.action_high is not None else np.full(size, np.inf)
+    return (
+        np.asarray(low, np.float32).reshape(size),
+        np.asarray(high, np.float32).reshape(size),
+    )
+
+
+def unit_map(spec: EnvSpec) -> tuple[jax.Array, jax.Array]:
+    """(shift, scale) [D]: action = shift + scale x unit action maps [-1, 1]^D onto the bounds;
+    (0, 1), the identity, when some bound is infinite (the unit space is the action space)."""
+    low, high = action_bounds(spec)
+    if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
+        return jnp.zeros(low.shape, jnp.float32), jnp.ones(low.shape, jnp.float32)
+    return jnp.asarray((high + low) / 2), jnp.asarray((high - low) / 2)
+
+
 # --- the tanh-Gaussian ---------------------------------------------------------------------
 
 

@@ -330,15 +330,8 @@ def make_r2d2(cfg: R2D2Config, spec: EnvSpec, layout: Layout) -> Algorithm:
     def update(state: R2D2State, traj: Transition, key: jax.Array):
         replay = replay_lib.insert(state.replay, replay_layout, traj, traj.extras["core"])
         state = state.replace(replay=replay)
-        # Each device samples its own shard; every device holds the same number of sequences,
-        # so all take the same branch below and the pmean inside it always meets its peers.
-        keys = jax.random.split(learning.device_key(key), sgd_steps)
-
-        def learn(state):
-            state, metrics = jax.lax.scan(sgd_step, state, keys)
-            return state, jax.tree.map(jnp.mean, metrics)
-
-        state, metrics = learning.when_ready(replay_lib.size(replay) >= min_size, learn, state)
+        ready = replay_lib.size(replay) >= min_size
+        state, metrics = learning.sgd_steps_when_ready(state, sgd_step, key, sgd_steps, ready)
         metrics["replay_size"] = replay_lib.size(state.replay).astype(jnp.float32)
         return state, metrics
 

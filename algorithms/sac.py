@@ -237,13 +237,6 @@ def make_networks(cfg: SACConfig, spec: EnvSpec) -> SACNetworks:
     return SACNetworks(actor.init, critic.init, gaussian, q)
 
 
-def unit_map(spec: EnvSpec) -> tuple[jax.Array, jax.Array]:
-    """(shift, scale) [D]: action = shift + scale x unit action, onto [action_low, action_high]."""
-    low = np.asarray(spec.action_low, np.float32).reshape(-1)
-    high = np.asarray(spec.action_high, np.float32).reshape(-1)
-    return jnp.asarray((high + low) / 2), jnp.asarray((high - low) / 2)
-
-
 # --- losses --------------------------------------------------------------------------------
 
 
@@ -392,7 +385,7 @@ def make_sac(cfg: SACConfig, spec: EnvSpec, layout: Layout) -> Algorithm:
     check_continuous(spec)
     networks = make_networks(cfg, spec)
     optimizer = make_optimizer(cfg, cfg.learnt_temperature)
-    shift, scale = unit_map(spec)
+    shift, scale = policies.unit_map(spec)
     low, high = shift - scale, shift + scale
     size = int(shift.shape[0])
     target_entropy = -float(size) if cfg.target_entropy is None else cfg.target_entropy
@@ -464,15 +457,8 @@ def make_sac(cfg: SACConfig, spec: EnvSpec, layout: Layout) -> Algorithm:
     def update(state: SACState, traj: Transition, key: jax.Array):
         replay = replay_lib.insert(state.replay, replay_layout, traj, ())
         state = state.replace(replay=replay)
-        # Each device samples its own shard; every device holds the same number of transitions,
-        # so all take the same branch below and the pmean inside it always meets its peers.
-        keys = jax.random.split(learning.device_key(key), sgd_steps)
-
-        def learn(state):
-            state, metrics = jax.lax.scan(sgd_step, state, keys)
-            return state, jax.tree.map(jnp.mean, metrics)
-
-        state, metrics = learning.when_ready(replay_lib.size(replay) >= min_size, learn, state)
+        ready = replay_lib.size(replay) >= min_size
+        state, metrics = learning.sgd_steps_when_ready(state, sgd_step, key, sgd_steps, ready)
         metrics["replay_size"] = replay_lib.size(state.replay).astype(jnp.float32)
         return state, metrics
 

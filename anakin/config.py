@@ -13,10 +13,11 @@ from typing import Any, Generic, TypeVar
 AlgoConfigT = TypeVar("AlgoConfigT")
 
 
-def sweepable(default: float) -> Any:
+def sweepable(default: float | None) -> Any:
     """A float hyperparameter that may differ between the runs of one program (`--sweep`): it
     only enters the computation as a value, never as a shape or a Python branch, so it may be a
-    traced array."""
+    traced array. (A `float | None` field may be None by default, meaning "not set"; a sweep
+    then gives every run a value.)"""
     return dataclasses.field(default=default, metadata={"sweepable": True})
 
 

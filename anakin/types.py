@@ -18,7 +18,7 @@ ActorState = Any  # per-environment leaves with a leading env axis [B, ...]; () 
 class LearnerState(Protocol):
     """What anakin reads of an algorithm's learner state (its own flax.struct.PyTreeNode).
 
-    params: every trainable parameter (for SAC {"actor": ..., "critic": ...}); the loop checks
+    params: every trainable parameter (SAC: {"actor", "critic", "log_alpha"}); the loop checks
       them for finiteness after each call and across devices for drift.
     replay: the algorithm's replay, or () when it has none; its bytes are reported.
     sgd_steps: int32 [], SGD steps taken.
