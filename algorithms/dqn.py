@@ -307,16 +307,8 @@ def make_dqn(cfg: DQNConfig, spec: EnvSpec, layout: Layout) -> Algorithm:
 
     def update(state: DQNState, traj: Transition, key: jax.Array):
         state = state.replace(replay=replay_lib.insert(state.replay, replay_layout, traj, ()))
-        # Every device holds as many transitions as the others, so all agree on `ready` and the
-        # pmean inside each SGD step always meets its peers; each samples its own shard.
-        keys = jax.random.split(learning.device_key(key), sgd_steps)
-
-        def learn(state):
-            state, metrics = jax.lax.scan(sgd_step, state, keys)
-            return state, jax.tree.map(jnp.mean, metrics)
-
         ready = replay_lib.size(state.replay) >= min_size
-        state, metrics = learning.when_ready(ready, learn, state)
+        state, metrics = learning.sgd_steps_when_ready(state, sgd_step, key, sgd_steps, ready)
         metrics["replay_size"] = replay_lib.size(state.replay).astype(jnp.float32)
         return state, metrics
 
