@@ -45,13 +45,14 @@ completed, so all columns compare the same tasks.
 
 Sizes (--size): budgets per task family and seeds per task.
   cpu   4 seeds per task (MinAtar 2); env steps per seed: classic control 196,608, bsuite
-        98,304, misc 196,608, MinAtar 25,600, anything else 98,304. Estimated at about 25
-        minutes for IMPALA and R2D2 over the 21 default tasks on an idle 2-core CPU, about
-        33 with the PPO baseline: start-up and compilation of each run are about 45% of it,
-        R2D2 through MinAtar's conv torso most of the rest.
+        98,304, misc 196,608, MinAtar 25,600, anything else 98,304. Estimated from short
+        timings at about 20 minutes for IMPALA and R2D2 over the 21 default tasks on an idle
+        2-core CPU, about 25 with the PPO baseline: half of it is each run's start-up,
+        compilation and evaluation, most of the rest R2D2 through MinAtar's conv torso. A
+        busy machine takes 2-3x that.
   full  8 seeds per task; classic 2M, bsuite 1M, misc 2M, MinAtar 10M, anything else 10M:
         for an accelerator.
---budget N or FAMILY=N overrides budgets, --budget-scale multiplies them (tests: 0.01).
+--budget N or FAMILY=N overrides budgets; --budget-scale multiplies them (0.001: a quick check).
 
 Tasks (--tasks): any names `anakin envs` lists, and later suites' names ("craftax/...") pass
 through unchanged; env kwargs as NAME:key=value,key=value (integers stay integers here; anakin's
@@ -564,10 +565,14 @@ def _read_wall(path: Path) -> float | None:
         return None
 
 
+_ERROR_LINE = re.compile(r"^([\w.]*(Error|Exception|Exit|Interrupt)\b|.*\berror: )")
+
+
 def _last_error(tail: str) -> str:
+    """The run's last exception or `error:` line (else its last line), for the record."""
     lines = [x.strip() for x in tail.splitlines() if x.strip()]
     for line in reversed(lines):
-        if "error" in line.lower() or "exception" in line.lower():
+        if _ERROR_LINE.match(line):
             return line[-400:]
     return lines[-1][-400:] if lines else "no output"
 
@@ -583,6 +588,7 @@ def _rel(path: Path) -> str:
 # ---------------------------------------------------------------------------------------------
 # PureJaxRL's PPO (in a worker process: `suite.py ppo-worker ...`)
 
+BASELINE = "purejaxrl_ppo"  # the baseline's column (anakin may have a "ppo" of its own)
 PPO_NUM_ENVS = 4  # ppo.py's __main__ config; the rest of its config is bench_purejaxrl's copy
 PPO_TAIL = 0.05  # its reported final return: training episodes ending in the last 5% of updates
 
@@ -605,6 +611,7 @@ def ppo_worker(argv: list[str]) -> int:
     import gymnax
     import jax
     import jax.numpy as jnp
+    from gymnax.environments import spaces
 
     import envs
 
@@ -619,6 +626,12 @@ def ppo_worker(argv: list[str]) -> int:
         def step(self, key, state, action, params=None):
             obs, state, reward, done, _ = super().step(key, state, action, params)
             return obs, state, reward, done, {}
+
+        def observation_space(self, params):
+            # ppo.py reads only the shape (to initialise its network): take it from a real
+            # reset, as envs.spec does, so every observation anakin gets works here too.
+            obs = jax.eval_shape(env.reset, jax.random.PRNGKey(0), params)[0]
+            return spaces.Box(-jnp.inf, jnp.inf, obs.shape, obs.dtype)
 
     # ppo.py calls gymnax.make(ENV_NAME) with no kwargs; hand it this exact task object.
     gymnax.make = lambda env_id, **kwargs: (PPOEnv(env), env_params)
@@ -749,7 +762,7 @@ def run_ppo(task: Task, budget: int, seeds: int, args) -> dict[str, Any]:
         "--out",
         str(result_file),
     ]
-    out: dict[str, Any] = {"algo": "ppo", "task": task.spec, "budget": budget}
+    out: dict[str, Any] = {"algo": BASELINE, "task": task.spec, "budget": budget}
     if args.reuse and result_file.is_file():
         done = json.loads(result_file.read_text())
         if len(done["seeds"]) == seeds and done["ppo_config"]["TOTAL_TIMESTEPS"] == budget:
@@ -830,7 +843,7 @@ def summarise(results: list[dict], tasks: dict[str, dict], columns: list[str], r
             else None
         )
     out = {"per_task": per_task, "tasks": common, "excluded": excluded, "by_column": aggregates}
-    if "ppo" in columns:
+    if BASELINE in columns:
         out["targets"] = targets(per_task, aggregates, common, columns)
     return out
 
@@ -841,13 +854,14 @@ LEARNED = 0.8  # a task counts as learned at a mean normalised score of at least
 def targets(per_task: dict, aggregates: dict, common: list[str], columns: list[str]) -> dict:
     """Issue 11's targets against the PPO column: IQM at least PPO's, and every task PPO
     learns (mean score >= LEARNED) learned too."""
-    ppo_learns = [t for t in common if per_task["ppo"][t]["mean"] >= LEARNED]
+    ppo_learns = [t for t in common if per_task[BASELINE][t]["mean"] >= LEARNED]
     out = {"learned_threshold": LEARNED, "ppo_learns": ppo_learns}
     for c in columns:
-        if c == "ppo" or aggregates[c] is None or aggregates["ppo"] is None:
+        if c == BASELINE or aggregates[c] is None or aggregates[BASELINE] is None:
             continue
+        ppo_iqm = aggregates[BASELINE]["iqm"]["value"]
         out[c] = {
-            "iqm_at_least_ppo": aggregates[c]["iqm"]["value"] >= aggregates["ppo"]["iqm"]["value"],
+            "iqm_at_least_ppo": aggregates[c]["iqm"]["value"] >= ppo_iqm,
             "not_learned_where_ppo_does": [
                 t for t in ppo_learns if per_task[c][t]["mean"] < LEARNED
             ],
@@ -900,8 +914,9 @@ def markdown(doc: dict[str, Any]) -> str:
     lines += [
         "",
         "**Per task**: mean normalised score over seeds [95% bootstrap interval]; below it the "
-        "mean final return (anakin: greedy evaluation, R2D2 with its evaluation epsilon; PPO: "
-        f"{suite['ppo_score_source'] if 'ppo' in columns else '-'}), the env steps done and "
+        "mean final return (anakin: greedy evaluation, R2D2 with its evaluation epsilon; "
+        f"{BASELINE}: "
+        f"{suite['ppo_score_source'] if BASELINE in columns else '-'}), the env steps done and "
         "the run's wall time.",
         "",
         "| task | random | best | " + " | ".join(columns) + " |",
@@ -934,8 +949,8 @@ def markdown(doc: dict[str, Any]) -> str:
     if goal:
         lines += [
             "",
-            f"Against PPO (a task is learned at a mean score >= {goal['learned_threshold']}; "
-            f"PPO learns {len(goal['ppo_learns'])} of them):",
+            f"Against PureJaxRL's PPO (a task is learned at a mean score >= "
+            f"{goal['learned_threshold']}; PPO learns {len(goal['ppo_learns'])} of them):",
             "",
         ]
         for c in columns:
@@ -977,7 +992,9 @@ def plot(doc: dict[str, Any], path: Path) -> str | None:
         return "no normalised scores to plot"
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     fig = plt.figure(figsize=(12, max(5.0, 1.2 + 0.38 * len(names) * len(columns) ** 0.5)))
-    grid = fig.add_gridspec(3, 2, width_ratios=(2.2, 1), hspace=1.0, wspace=0.35)
+    grid = fig.add_gridspec(
+        3, 2, width_ratios=(2.2, 1), hspace=1.0, wspace=0.35, top=0.93, bottom=0.07
+    )
     ax = fig.add_subplot(grid[:, 0])
     height = 0.8 / len(columns)
     for j, c in enumerate(columns):
@@ -1193,8 +1210,8 @@ def check_args(args: argparse.Namespace) -> None:
             raise ValueError(f"{algo} learns from a dataset; the suite runs online algorithms")
         if args.preset and args.preset not in entry.presets:
             raise ValueError(f"{algo} has no preset {args.preset!r} ({', '.join(entry.presets)})")
-    if len(set(args.algos)) != len(args.algos) or "ppo" in args.algos:
-        raise ValueError(f"--algos {' '.join(args.algos)}: repeated, or 'ppo' (use --baseline)")
+    if len(set(args.algos)) != len(args.algos):
+        raise ValueError(f"--algos {' '.join(args.algos)}: an algorithm is listed twice")
     tasks = [parse_task(t) for t in (args.tasks or DEFAULT_TASKS)]
     if len({t.spec for t in tasks}) != len(tasks):
         raise ValueError("a task is listed twice")
@@ -1274,11 +1291,13 @@ def main(argv: list[str] | None = None) -> int:
     # This process only measures random policies (small jobs): it keeps JAX on the CPU so that
     # an accelerator's memory is left whole to the runs, which get the environment unchanged.
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    # A SIGTERM (e.g. from `timeout`) unwinds like Ctrl-C, so the run in progress is ended too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     args = parse_args(argv)
-    columns = [*args.algos, *(["ppo"] if args.baseline == "purejaxrl" else [])]
+    columns = [*args.algos, *([BASELINE] if args.baseline == "purejaxrl" else [])]
     plan = [(t, budget_for(t, args), seeds_for(t, args)) for t in args.task_list]
     print(
-        f"suite ({args.size}): {len(plan)} tasks x {', '.join(columns)}, seeds per task "
+        f"suite ({args.size}): {_plural(len(plan), 'task')} x {', '.join(columns)}, seeds per task "
         f"{_seeds_text(args.seeds)}; runs in {args.runs}; results {args.results}.json/.md/.png"
     )
     if args.dry_run:
@@ -1330,7 +1349,7 @@ def main(argv: list[str] | None = None) -> int:
             else f"PureJaxRL's own report: mean return of the training episodes (stochastic "
             f"policy) that ended in its last {PPO_TAIL:.0%} of updates"
         )
-        doc["suite"]["final_return_source"]["ppo"] = source
+        doc["suite"]["final_return_source"][BASELINE] = source
         doc["suite"]["ppo_score_source"] = source
         doc["suite"]["purejaxrl"] = purejaxrl_identity(args.purejaxrl)
 
@@ -1359,10 +1378,10 @@ def main(argv: list[str] | None = None) -> int:
         info["best"] = {"value": best, "source": source}
         for col in columns:
             done += 1
-            if col == "ppo" and not random["discrete"]:
-                result = {"algo": "ppo", "task": task.spec, "budget": budget, "status": "failed"}
+            if col == BASELINE and not random["discrete"]:
+                result = {"algo": col, "task": task.spec, "budget": budget, "status": "failed"}
                 result["error"] = "PureJaxRL's ppo.py is for discrete actions"
-            elif col == "ppo":
+            elif col == BASELINE:
                 result = run_ppo(task, budget, seeds, args)
             else:
                 result = run_anakin(col, task, budget, seeds, args)

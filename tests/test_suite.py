@@ -197,11 +197,11 @@ def test_aggregates_with_the_ppo_baseline(tmp_path):
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     doc = json.loads(prefix.with_suffix(".json").read_text())
     ppo = doc["runs"][1]
-    assert ppo["algo"] == "ppo" and ppo["status"] == "ok" and ppo["env_steps"] == 1024
+    assert ppo["algo"] == "purejaxrl_ppo" and ppo["status"] == "ok" and ppo["env_steps"] == 1024
     assert len(ppo["seeds"]) == 2 and all(s["score"] is not None for s in ppo["seeds"])
-    assert doc["suite"]["final_return_source"]["ppo"].startswith("greedy evaluation")
+    assert doc["suite"]["final_return_source"]["purejaxrl_ppo"].startswith("greedy evaluation")
     assert doc["summary"]["tasks"] == ["Catch-bsuite"]
-    for column in ("impala", "ppo"):
+    for column in ("impala", "purejaxrl_ppo"):
         agg = doc["summary"]["by_column"][column]
         for d in (agg["iqm"], agg["mean"], agg["optimality_gap"]):
             assert d["ci_low"] <= d["value"] <= d["ci_high"]
