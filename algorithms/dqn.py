@@ -253,16 +253,7 @@ def make_dqn(cfg: DQNConfig, spec: EnvSpec, layout: Layout) -> Algorithm:
 
     def init(key: jax.Array) -> DQNState:
         params = network.init(key)
-        step = Transition(
-            obs=spec.zeros(),
-            first=jnp.bool_(False),
-            action=jnp.int32(0),
-            reward=jnp.float32(0),
-            terminated=jnp.bool_(False),
-            truncated=jnp.bool_(False),
-            final_obs=spec.zeros(),
-            extras={},
-        )
+        step = replay_lib.empty_step(spec)
         return DQNState(
             params=params,
             target_params=params,

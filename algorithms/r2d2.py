@@ -269,16 +269,7 @@ def make_r2d2(cfg: R2D2Config, spec: EnvSpec, layout: Layout) -> Algorithm:
 
     def init(key: jax.Array) -> R2D2State:
         params = network.init(key)
-        step = Transition(
-            obs=spec.zeros(),
-            first=jnp.bool_(False),
-            action=jnp.int32(0),
-            reward=jnp.float32(0),
-            terminated=jnp.bool_(False),
-            truncated=jnp.bool_(False),
-            final_obs=spec.zeros(),
-            extras={},
-        )
+        step = replay_lib.empty_step(spec)
         core = jax.tree.map(lambda c: c[0], network.initial_state(1))
         return R2D2State(
             params=params,

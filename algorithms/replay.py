@@ -33,6 +33,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from anakin.types import Layout, Transition
+from envs import EnvSpec
 
 MIN_PRIORITY = 1e-6  # valid slots never drop to 0, which marks "not sampleable"
 
@@ -138,6 +139,21 @@ class Sample(NamedTuple):
     slot: jax.Array  # int32 [B], which slot
     probability: jax.Array  # float32 [B], probability the sample had of being drawn
     num_valid: jax.Array  # int32 [], sampleable sequences at sampling time
+
+
+def empty_step(spec: EnvSpec) -> Transition:
+    """A zero step of `spec`'s environment, without batch axes: the shapes `init` stores."""
+    action = jnp.int32(0) if spec.discrete else jnp.zeros(spec.action_shape, jnp.float32)
+    return Transition(
+        obs=spec.zeros(),
+        first=jnp.bool_(False),
+        action=action,
+        reward=jnp.float32(0),
+        terminated=jnp.bool_(False),
+        truncated=jnp.bool_(False),
+        final_obs=spec.zeros(),
+        extras={},
+    )
 
 
 def init(

@@ -402,16 +402,7 @@ def make_sac(cfg: SACConfig, spec: EnvSpec, layout: Layout) -> Algorithm:
         }
         if cfg.learnt_temperature:
             params["log_alpha"] = jnp.float32(0.0)  # alpha = 1, as Acme starts
-        step = Transition(
-            obs=spec.zeros(),
-            first=jnp.bool_(False),
-            action=jnp.zeros(spec.action_shape, jnp.float32),
-            reward=jnp.float32(0),
-            terminated=jnp.bool_(False),
-            truncated=jnp.bool_(False),
-            final_obs=spec.zeros(),
-            extras={},
-        )
+        step = replay_lib.empty_step(spec)
         return SACState(
             params=params,
             target_critic_params=params["critic"],
