@@ -274,27 +274,24 @@ def make_dqn(cfg: DQNConfig, spec: EnvSpec, layout: Layout) -> Algorithm:
         return action, actor, {}
 
     def sgd_step(state: DQNState, key: jax.Array):
-        sample = replay_lib.sample(state.replay, replay_layout, key, batch)
-        weights = replay_lib.importance_weights(sample, cfg.importance_sampling_exponent)
-        state, (priorities, metrics), grad_norm = learning.sgd_step(
+        return learning.prioritised_q_step(
             state,
-            dqn_loss,
-            optimizer,
-            state.target_params,
-            network,
-            sample.steps,
-            weights,
-            cfg,
-            loss_spec,
+            key,
+            replay_layout=replay_layout,
+            batch_size=batch,
+            importance_sampling_exponent=cfg.importance_sampling_exponent,
+            target_update_period=cfg.target_update_period,
+            loss_fn=dqn_loss,
+            loss_args=lambda sample, weights: (
+                state.target_params,
+                network,
+                sample.steps,
+                weights,
+                cfg,
+                loss_spec,
+            ),
+            optimizer=optimizer,
         )
-        target_params = optax.periodic_update(
-            state.params, state.target_params, state.sgd_steps, cfg.target_update_period
-        )
-        replay = replay_lib.update_priorities(state.replay, replay_layout, sample, priorities)
-        return state.replace(target_params=target_params, replay=replay), {
-            **metrics,
-            "grad_norm": grad_norm,
-        }
 
     def update(state: DQNState, traj: Transition, key: jax.Array):
         state = state.replace(replay=replay_lib.insert(state.replay, replay_layout, traj, ()))

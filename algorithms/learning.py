@@ -161,6 +161,41 @@ def sgd_steps_when_ready(
     return when_ready(ready, learn, state)
 
 
+def prioritised_q_step(
+    state: S,
+    key: jax.Array,
+    *,
+    replay_layout: Any,
+    batch_size: int,
+    importance_sampling_exponent: float | jax.Array,
+    target_update_period: int,
+    loss_fn: Callable[..., tuple[jax.Array, tuple[jax.Array, dict[str, jax.Array]]]],
+    loss_args: Callable[[Any, jax.Array], tuple],
+    optimizer: optax.GradientTransformation,
+) -> tuple[S, dict[str, jax.Array]]:
+    """One SGD step of a Q-learner with prioritised replay and a periodic target (DQN, R2D2).
+
+    Samples `batch_size` items of this device's replay, weighs them by importance, takes an SGD
+    step on `loss_fn(params, *loss_args(sample, weights)) -> (loss, (priorities, metrics))`,
+    copies the online parameters to `target_params` every `target_update_period` SGD steps
+    and writes the new priorities back. The state has `params`, `target_params`, `opt_state`,
+    `replay` and `sgd_steps`.
+    """
+    from algorithms import replay as replay_lib
+
+    sample = replay_lib.sample(state.replay, replay_layout, key, batch_size)
+    weights = replay_lib.importance_weights(sample, importance_sampling_exponent)
+    state, (priorities, metrics), grad_norm = sgd_step(
+        state, loss_fn, optimizer, *loss_args(sample, weights)
+    )
+    target_params = optax.periodic_update(
+        state.params, state.target_params, state.sgd_steps, target_update_period
+    )
+    replay = replay_lib.update_priorities(state.replay, replay_layout, sample, priorities)
+    state = state.replace(target_params=target_params, replay=replay)
+    return state, {**metrics, "grad_norm": grad_norm}
+
+
 def shuffled_minibatches(key: jax.Array, batch: Any, num_minibatches: int) -> Any:
     """Splits this device's items into `num_minibatches` shuffled minibatches, the same way
     whatever the number of devices.
