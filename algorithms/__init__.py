@@ -17,6 +17,7 @@ REGISTRY: dict[str, str] = {
     "dqn": "algorithms.dqn",
     "sac": "algorithms.sac",
     "bc": "algorithms.bc",
+    "ppo": "algorithms.ppo",
 }
 
 

@@ -1,17 +1,27 @@
-"""PureJaxRL's PPO next to anakin's IMPALA: env steps/s at the same envs, rollout and width.
+"""PureJaxRL's PPO next to anakin's IMPALA or PPO: env steps/s at the same envs, rollout, width.
 
 What it measures: PureJaxRL's own CartPole-v1 PPO (`purejaxrl/ppo.py`, imported unmodified from
-a checkout you point at) and anakin's IMPALA, in the same process, with the same number of
-environments, the same rollout length (128) and the same network (two tanh layers of 64, which
-PureJaxRL hard-codes). PPO keeps its CartPole defaults (4 epochs x 4 minibatches per rollout,
-lr 2.5e-4 annealed, ...); IMPALA does one SGD step per rollout. Both programs run whole training
-loops as one compiled call: PPO's `train(rng)` runs TOTAL_TIMESTEPS steps from scratch, anakin's
-`train(state)` runs `updates_per_call` updates and carries its state into the next call. Both
-calls do exactly the same number of env steps (envs x 128 x updates); each is compiled once
-ahead of time, then timed with `block_until_ready`, PPO and IMPALA interleaved round by round
-(this machine's speed drifts, so only side-by-side ratios are trustworthy). Env steps/s are
-steps per call / median call time. PPO's last mean episode return is printed to show that it
-still learns through the shim below.
+a checkout you point at) and anakin's IMPALA (`--algo impala`, the default) or PPO
+(`--algo ppo`), in the same process, with the same number of environments, the same rollout
+length (128) and the same network width (two tanh layers of 64, which PureJaxRL hard-codes).
+PureJaxRL keeps its CartPole defaults (4 epochs x 4 minibatches per rollout, lr 2.5e-4
+annealed, ...); IMPALA does one SGD step per rollout; anakin's PPO uses PureJaxRL's settings
+in its own terms (value clipping, value_cost 0.25 for PureJaxRL's 0.5 x 1/2 x error^2, the
+learning rate annealed over the same steps, no observation normalisation), twice: with
+separate policy and value torsos (PureJaxRL's ActorCritic: the same arithmetic) and with one
+shared torso (Acme's discrete PPO network: about half the SGD arithmetic). All programs run
+whole training loops as one compiled call: PureJaxRL's `train(rng)` runs TOTAL_TIMESTEPS steps
+from scratch, anakin's `train(state)` runs `updates_per_call` updates and carries its state
+into the next call. Every call does exactly the same number of env steps (envs x 128 x
+updates); each is compiled once ahead of time, then timed with `block_until_ready`, the
+programs interleaved round by round (this machine's speed drifts, so only side-by-side ratios
+are trustworthy). Env steps/s are steps per call / median call time. The last call's mean
+episode return is printed to show that each still learns.
+
+`--curves S` (with `--algo ppo`) also trains S seeds of each PPO for PureJaxRL's own 500k
+CartPole steps at 4 envs (each program's seeds vmapped in one call) and prints the mean return
+of the episodes completed in each block of 10 updates, mean +- sd over seeds: whether the
+curves agree within seed noise.
 
 Why a shim: PureJaxRL was written for gymnax < 1.0, whose `step` returned
 `(obs, state, reward, done, info)`; gymnax 1.x returns `(obs, state, reward, terminated,
@@ -30,11 +40,14 @@ Reproduce (PureJaxRL commit 31756b197773a52db763fdbe6d635e4b46522a73 was used):
     python scripts/bench_purejaxrl.py --purejaxrl /tmp/purejaxrl/purejaxrl --envs 4 16 --rounds 2
     python scripts/bench_purejaxrl.py --purejaxrl /tmp/purejaxrl/purejaxrl --envs 4 16 64 \\
         --json bench_purejaxrl.json
+    python scripts/bench_purejaxrl.py --purejaxrl /tmp/purejaxrl/purejaxrl --algo ppo \\
+        --envs 4 16 64 --rounds 3 --curves 4 --json bench_purejaxrl_ppo.json
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import json
 import statistics
@@ -42,6 +55,7 @@ import sys
 import time
 import types
 from pathlib import Path
+from typing import Any
 
 import anakin  # noqa: F401  (sets XLA flags, so it must come before anything imports JAX)
 
@@ -53,11 +67,13 @@ import numpy as np
 
 from algorithms.impala import ImpalaConfig
 from algorithms.networks import NetworkConfig
+from algorithms.ppo import PPOConfig
 from anakin import runner
 from anakin.config import ArchConfig, TrainConfig
 
 ROLLOUT = 128  # PureJaxRL's CartPole NUM_STEPS
 HIDDEN = 64  # PureJaxRL's ActorCritic width (hard-coded there)
+BLOCK_UPDATES = 10  # learning curves: one point per 10 updates (5,120 env steps at 4 envs)
 
 # PureJaxRL's CartPole-v1 PPO settings, as in the `__main__` block of its ppo.py.
 PPO_CONFIG = {
@@ -182,12 +198,42 @@ def ppo_program(ppo, num_envs: int, steps: int):
     return call, final_return, compile_s
 
 
-def impala_program(num_envs: int, updates: int):
-    """anakin's IMPALA at PureJaxRL's sizes, compiled; returns (call, last-return fn)."""
-    algo = ImpalaConfig(
-        num_sgd_steps_per_step=1,
-        network=NetworkConfig(hidden_sizes=(HIDDEN, HIDDEN), activation="tanh"),
+def anakin_configs(algo: str, steps: int) -> dict[str, Any]:
+    """anakin's algorithm config(s) at PureJaxRL's sizes, by label; `steps`: PPO's annealing
+    horizon. PPO comes twice: with one torso for both heads (Acme's discrete PPO network, half
+    the SGD work) and with separate policy and value torsos (PureJaxRL's ActorCritic)."""
+    network = NetworkConfig(hidden_sizes=(HIDDEN, HIDDEN), activation="tanh")
+    if algo == "impala":
+        return {"IMPALA": ImpalaConfig(num_sgd_steps_per_step=1, network=network)}
+    # PureJaxRL's PPO in anakin's terms: its value loss 0.5 x 0.5 x clipped error^2 is
+    # value_cost 0.25 with value clipping; its ANNEAL_LR over TOTAL_TIMESTEPS is
+    # anneal_env_steps.
+    ppo = PPOConfig(
+        discount=PPO_CONFIG["GAMMA"],
+        gae_lambda=PPO_CONFIG["GAE_LAMBDA"],
+        ppo_clipping_epsilon=PPO_CONFIG["CLIP_EPS"],
+        clip_value=True,
+        value_clipping_epsilon=PPO_CONFIG["CLIP_EPS"],
+        value_cost=PPO_CONFIG["VF_COEF"] * 0.5,
+        entropy_cost=PPO_CONFIG["ENT_COEF"],
+        learning_rate=PPO_CONFIG["LR"],
+        anneal_env_steps=steps,
+        adam_eps=1e-5,
+        max_grad_norm=PPO_CONFIG["MAX_GRAD_NORM"],
+        num_epochs=PPO_CONFIG["UPDATE_EPOCHS"],
+        num_minibatches=PPO_CONFIG["NUM_MINIBATCHES"],
+        normalize_observations=False,
+        network=network,
     )
+    return {
+        "PPO (shared torso)": dataclasses.replace(ppo, shared_torso=True),
+        "PPO (separate torsos)": dataclasses.replace(ppo, shared_torso=False),
+    }
+
+
+def anakin_program(algo: str, algo_cfg: Any, num_envs: int, updates: int, num_seeds: int = 1):
+    """anakin's `algo` with `algo_cfg` at PureJaxRL's sizes, compiled; returns (call,
+    last-return fn, compile s)."""
     arch = ArchConfig(
         num_envs=num_envs,
         rollout_length=ROLLOUT,
@@ -195,7 +241,8 @@ def impala_program(num_envs: int, updates: int):
         total_env_steps=1,
         num_devices=1,  # PureJaxRL's PPO runs on one device too
     )
-    setup = runner.setup("impala", TrainConfig(algo=algo, env="CartPole-v1", arch=arch, quiet=True))
+    cfg = TrainConfig(algo=algo_cfg, env="CartPole-v1", arch=arch, num_seeds=num_seeds, quiet=True)
+    setup = runner.setup(algo, cfg)
     holder = {"state": setup.program.init(0)}
     t0 = time.perf_counter()
     compiled = setup.program.train.lower(holder["state"]).compile()
@@ -206,9 +253,10 @@ def impala_program(num_envs: int, updates: int):
         return holder["metrics"]
 
     def last_return() -> float | None:
+        """The last call's mean return of completed episodes (over all runs)."""
         m = holder["metrics"]
-        episodes = float(np.asarray(m["loop"].episodes).reshape(-1)[0])
-        total = float(np.asarray(m["loop"].episode_return_sum).reshape(-1)[0])
+        episodes = float(np.sum(np.asarray(m["loop"].episodes)[0]))
+        total = float(np.sum(np.asarray(m["loop"].episode_return_sum)[0]))
         return total / episodes if episodes else None
 
     return call, last_return, compile_s
@@ -216,30 +264,66 @@ def impala_program(num_envs: int, updates: int):
 
 def bench(ppo, args, num_envs: int) -> dict:
     updates = max(1, args.steps_per_call // (num_envs * ROLLOUT))
-    steps = num_envs * ROLLOUT * updates  # identical for both programs
-    ppo_call, ppo_return, ppo_compile = ppo_program(ppo, num_envs, steps)
-    impala_call, impala_return, impala_compile = impala_program(num_envs, updates)
-    time_call(ppo_call), time_call(impala_call)  # warm up; blocks, so no run spills over
-    t_ppo, t_impala = [], []
-    for _ in range(args.rounds):  # interleaved, so drift hits both alike
-        t_ppo += [time_call(ppo_call) for _ in range(args.calls)]
-        t_impala += [time_call(impala_call) for _ in range(args.calls)]
-    ppo_sps = steps / statistics.median(t_ppo)
-    impala_sps = steps / statistics.median(t_impala)
+    steps = num_envs * ROLLOUT * updates  # identical for every program
+    programs = {"PureJaxRL PPO": ppo_program(ppo, num_envs, steps)}
+    for label, algo_cfg in anakin_configs(args.algo, steps).items():
+        # PPO anneals over one call's steps, as PureJaxRL's train does over the steps asked for.
+        programs[f"anakin {label}"] = anakin_program(args.algo, algo_cfg, num_envs, updates)
+    for call, _, _ in programs.values():
+        time_call(call)  # warm up; blocks, so no run spills over
+    times: dict[str, list[float]] = {label: [] for label in programs}
+    for _ in range(args.rounds):  # interleaved, so drift hits all alike
+        for label, (call, _, _) in programs.items():
+            times[label] += [time_call(call) for _ in range(args.calls)]
+    sps = {label: steps / statistics.median(t) for label, t in times.items()}
+    reference = sps["PureJaxRL PPO"]
     return {
         "num_envs": num_envs,
         "rollout": ROLLOUT,
         "env_steps_per_call": steps,
-        "ppo_sps": ppo_sps,
-        "impala_sps": impala_sps,
-        "impala_over_ppo": impala_sps / ppo_sps,
-        "ppo_times_s": t_ppo,
-        "impala_times_s": t_impala,
-        "ppo_compile_s": ppo_compile,
-        "impala_compile_s": impala_compile,
-        "ppo_final_return": ppo_return(),
-        "impala_last_call_return": impala_return(),
+        "sps": sps,
+        "over_purejaxrl": {label: v / reference for label, v in sps.items()},
+        "times_s": times,
+        "compile_s": {label: p[2] for label, p in programs.items()},
+        "last_return": {label: p[1]() for label, p in programs.items()},
     }
+
+
+def curves(ppo, args) -> dict:
+    """Learning curves at PureJaxRL's own CartPole run (4 envs, 500k env steps), `args.curves`
+    seeds of each program, all seeds of a program vmapped in one call: mean return of the
+    episodes completed in each block of `BLOCK_UPDATES` updates, per seed."""
+    num_envs, total = 4, int(args.curve_steps)
+    block = num_envs * ROLLOUT * BLOCK_UPDATES
+    blocks = total // block
+    total = blocks * block
+    seeds = args.curves
+
+    config = dict(PPO_CONFIG, NUM_ENVS=num_envs, TOTAL_TIMESTEPS=total)
+    train = jax.jit(jax.vmap(ppo.make_train(config)))
+    out = jax.block_until_ready(train(jax.random.split(jax.random.PRNGKey(30), seeds)))
+    done = np.asarray(out["metrics"]["returned_episode"])  # [S, updates, 128, envs]
+    returns = np.asarray(out["metrics"]["returned_episode_returns"])
+    done = done.reshape(seeds, blocks, -1)
+    returns = returns.reshape(seeds, blocks, -1)
+    theirs = np.sum(returns * done, -1) / np.maximum(np.sum(done, -1), 1)  # [S, blocks]
+    result = {"env_steps": [block * (i + 1) for i in range(blocks)]}
+    result["PureJaxRL PPO"] = theirs.tolist()
+
+    for label, algo_cfg in anakin_configs("ppo", total).items():
+        call, _, _ = anakin_program("ppo", algo_cfg, num_envs, BLOCK_UPDATES, num_seeds=seeds)
+        ours = []
+        for _ in range(blocks):
+            loop_metrics = call()["loop"]
+            count = np.asarray(loop_metrics.episodes)[0]  # [S]
+            total_return = np.asarray(loop_metrics.episode_return_sum)[0]
+            ours.append(total_return / np.maximum(count, 1))
+        result[f"anakin {label}"] = np.stack(ours, 1).tolist()  # [S, blocks]
+    return result
+
+
+def _mean_sd(x: np.ndarray) -> str:
+    return f"{np.mean(x):.1f} +- {np.std(x):.1f}"
 
 
 def _fmt(x: float | None) -> str:
@@ -249,6 +333,12 @@ def _fmt(x: float | None) -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--purejaxrl", required=True, help="folder holding PureJaxRL's ppo.py")
+    p.add_argument(
+        "--algo",
+        choices=("impala", "ppo"),
+        default="impala",
+        help="anakin's algorithm to set against PureJaxRL's PPO",
+    )
     p.add_argument("--envs", type=int, nargs="+", default=[4, 16, 64])
     p.add_argument(
         "--steps-per-call",
@@ -258,38 +348,64 @@ def main() -> None:
     )
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--calls", type=int, default=2, help="timed calls per program per round")
+    p.add_argument(
+        "--curves",
+        type=int,
+        default=0,
+        help="--algo ppo: also learning curves of this many seeds of each PPO at 4 envs",
+    )
+    p.add_argument("--curve-steps", type=float, default=5e5, help="env steps of each curve")
     p.add_argument("--json", default="")
     args = p.parse_args()
+    if args.curves and args.algo != "ppo":
+        raise SystemExit("--curves compares PPO with PPO: use it with --algo ppo")
 
     ppo = load_ppo(args.purejaxrl)
     rows = [bench(ppo, args, n) for n in args.envs]
+    labels = list(rows[0]["sps"])
+    ours = (
+        "IMPALA: 1 SGD step per rollout"
+        if args.algo == "impala"
+        else "PPO: the same PPO settings (value clipping, value_cost 0.25, lr annealed)"
+    )
     print(
         f"\nCartPole-v1, rollout {ROLLOUT}, MLP [{HIDDEN}, {HIDDEN}] tanh, 1 "
-        f"{jax.devices()[0].platform} device, jax {jax.__version__}; PPO: PureJaxRL defaults "
-        f"(4 epochs x 4 minibatches); IMPALA: 1 SGD step per rollout; "
-        f"{args.rounds} rounds x {args.calls} calls, medians"
+        f"{jax.devices()[0].platform} device, jax {jax.__version__}; PureJaxRL PPO: its defaults "
+        f"(4 epochs x 4 minibatches); anakin {ours}; {args.rounds} rounds x {args.calls} calls, "
+        "medians. Env steps/s (ratio to PureJaxRL's PPO):"
     )
-    print("| envs | PPO env steps/s | IMPALA env steps/s | IMPALA / PPO |")
-    print("|---:|---:|---:|---:|")
+    print("| envs | " + " | ".join(labels) + " |")
+    print("|---:|" + "---:|" * len(labels))
     for r in rows:
-        print(
-            f"| {r['num_envs']} | {r['ppo_sps']:,.0f} | {r['impala_sps']:,.0f} | "
-            f"{r['impala_over_ppo']:.2f} |"
-        )
-    print(
-        "\n| envs | env steps per call | PPO final return | IMPALA return (last call) | "
-        "compile s (PPO / IMPALA) |"
-    )
-    print("|---:|---:|---:|---:|---:|")
+        cells = [f"{r['sps'][k]:,.0f} ({r['over_purejaxrl'][k]:.2f}x)" for k in labels]
+        print(f"| {r['num_envs']} | " + " | ".join(cells) + " |")
+    print("\nReturn of the last call's episodes (compile s):")
+    print("| envs | env steps per call | " + " | ".join(labels) + " |")
+    print("|---:|---:|" + "---:|" * len(labels))
     for r in rows:
+        cells = [f"{_fmt(r['last_return'][k])} ({r['compile_s'][k]:.1f})" for k in labels]
+        print(f"| {r['num_envs']} | {r['env_steps_per_call']:,} | " + " | ".join(cells) + " |")
+    result = {"args": vars(args), "jax": jax.__version__, "rows": rows}
+    if args.curves:
+        c = curves(ppo, args)
+        result["curves"] = c
+        names = [k for k in c if k != "env_steps"]
+        arrays = {k: np.asarray(c[k]) for k in names}
         print(
-            f"| {r['num_envs']} | {r['env_steps_per_call']:,} | {_fmt(r['ppo_final_return'])} "
-            f"| {_fmt(r['impala_last_call_return'])} | "
-            f"{r['ppo_compile_s']:.1f} / {r['impala_compile_s']:.1f} |"
+            f"\nLearning curves, 4 envs, {args.curves} seeds each: mean return of the episodes "
+            f"completed in each block of {BLOCK_UPDATES} updates (mean +- sd over seeds)"
         )
+        print("| env steps | " + " | ".join(names) + " |")
+        print("|---:|" + "---:|" * len(names))
+        stride = max(1, len(c["env_steps"]) // 10)
+        for i in range(stride - 1, len(c["env_steps"]), stride):
+            cells = [_mean_sd(arrays[k][:, i]) for k in names]
+            print(f"| {c['env_steps'][i]:,} | " + " | ".join(cells) + " |")
+        cells = [_mean_sd(arrays[k].mean(1)) for k in names]
+        print("| mean over the curve | " + " | ".join(cells) + " |")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"args": vars(args), "jax": jax.__version__, "rows": rows}, f, indent=2)
+            json.dump(result, f, indent=2)
 
 
 if __name__ == "__main__":
