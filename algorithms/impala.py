@@ -104,21 +104,13 @@ def impala_loss(
     Returns:
       The mean loss over T x B and metrics.
     """
-    num_steps = traj.reward.shape[0]
     core = jax.tree.map(lambda c: c[0], traj.extras["core"])
-    # T + 1 observations: the rollout's, then where the last action led (for its bootstrap).
-    obs = jax.tree.map(lambda o, f: jnp.concatenate([o, f[-1:]]), traj.obs, traj.final_obs)
-    first = jnp.concatenate([traj.first, jnp.zeros_like(traj.first[:1])])
-    (logits, values), cores = network.unroll(params, obs, first, core)  # [T+1, B, A], [T+1, B]
-    if spec is not None:
-        logits = policies.masked_logits(logits, policies.action_mask(spec, obs))
-
-    def final_values():  # V(final_obs_t), with the core state after o_t
-        cores_t = jax.tree.map(lambda c: c[:num_steps], cores)
-        (_, v), _ = jax.vmap(network.apply, in_axes=(None, 0, 0, 0))(
-            params, traj.final_obs, cores_t, jnp.zeros_like(traj.first)
-        )
-        return v
+    (logits, values), final_values = learning.unroll_for_bootstrap(
+        network, params, traj.obs, traj.final_obs, traj.first, core
+    )  # [T+1, B, A], [T+1, B]
+    if spec is not None:  # the policy at o_t, restricted to o_t's legal actions
+        mask = policies.action_mask(spec, traj.obs)
+        logits = jnp.concatenate([policies.masked_logits(logits[:-1], mask), logits[-1:]])
 
     r_t = jnp.clip(traj.reward, -cfg.max_abs_reward, cfg.max_abs_reward)
     r_t, discount_t = learning.bootstrap_truncation(

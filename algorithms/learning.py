@@ -120,6 +120,39 @@ def bootstrap_truncation(
     return r_t, discount_t
 
 
+def unroll_for_bootstrap(
+    network: Any, params: Any, obs: Any, final_obs: Any, first: jax.Array, core: Any
+) -> tuple[Any, Callable[[], jax.Array]]:
+    """Unrolls an actor-critic network (outputs `(policy, value)`) over a rollout's T
+    observations plus the observation its last action reached, for on-policy losses.
+
+    Args:
+      network: an `algorithms.networks.Network`.
+      params: its parameters.
+      obs, final_obs: the rollout's o_t and pre-reset o_{t+1}, leaves [T, B, ...].
+      first: bool [T, B], o_t starts an episode.
+      core: the core state the rollout's first observation met, leaves [B, ...].
+
+    Returns:
+      (outputs [T + 1, B, ...], final_values): the network's outputs at o_0 .. o_{T-1} and at
+      the last step's final observation (its bootstrap), and a thunk for
+      `bootstrap_truncation` giving V(final_obs_t) [T, B], each with the core state after o_t.
+    """
+    num_steps = first.shape[0]
+    obs_all = jax.tree.map(lambda o, f: jnp.concatenate([o, f[-1:]]), obs, final_obs)
+    first_all = jnp.concatenate([first, jnp.zeros_like(first[:1])])
+    outputs, cores = network.unroll(params, obs_all, first_all, core)
+
+    def final_values():
+        cores_t = jax.tree.map(lambda c: c[:num_steps], cores)
+        (_, v), _ = jax.vmap(network.apply, in_axes=(None, 0, 0, 0))(
+            params, final_obs, cores_t, jnp.zeros_like(first)
+        )
+        return v
+
+    return outputs, final_values
+
+
 def when_ready(
     ready: jax.Array, learn: Callable[[S], tuple[S, dict[str, jax.Array]]], state: S
 ) -> tuple[S, dict[str, jax.Array]]:

@@ -561,19 +561,10 @@ def make_ppo(cfg: PPOConfig, spec: EnvSpec, layout: Layout) -> Algorithm:
     def rollout_batch(state: PPOState, traj: Transition) -> PPOBatch:
         """The rollout with its advantages and targets, under the current parameters."""
         obs, final_obs = normalized(state, traj.obs), normalized(state, traj.final_obs)
-        num_steps = traj.reward.shape[0]
         core = jax.tree.map(lambda c: c[0], traj.extras["core"])
-        # T + 1 observations: the rollout's, then where the last action led (its bootstrap).
-        obs_all = jax.tree.map(lambda o, f: jnp.concatenate([o, f[-1:]]), obs, final_obs)
-        first_all = jnp.concatenate([traj.first, jnp.zeros_like(traj.first[:1])])
-        (_, values), cores = network.unroll(state.params, obs_all, first_all, core)
-
-        def final_values():  # V(final_obs_t), with the core state after o_t
-            cores_t = jax.tree.map(lambda c: c[:num_steps], cores)
-            (_, v), _ = jax.vmap(network.apply, in_axes=(None, 0, 0, 0))(
-                state.params, final_obs, cores_t, jnp.zeros_like(traj.first)
-            )
-            return v
+        (_, values), final_values = learning.unroll_for_bootstrap(
+            network, state.params, obs, final_obs, traj.first, core
+        )
 
         advantage, target = gae_advantages(
             values, traj.reward, traj.terminated, traj.truncated, final_values, cfg
