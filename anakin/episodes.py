@@ -134,25 +134,40 @@ def make_episode_runner(
             outcome = env_step(env, env_params, c.env_state, action, step_keys)
             return keys, action, actor, outcome
 
-        def step_record(learner, actor, obs, env_state, keys):  # shapes of one step, for buffers
-            c = _EpisodeCarry(
-                t=jnp.int32(0),
-                env_state=env_state,
-                obs=obs,
-                first=jnp.ones(per_device, bool),
-                actor=actor,
-                keys=keys,
-                done=jnp.zeros(per_device, bool),
-                ret=jnp.zeros(per_device),
-                length=jnp.zeros(per_device, jnp.int32),
-                record=(),
+        start = _EpisodeCarry(
+            t=jnp.int32(0),
+            env_state=env_state,
+            obs=obs,
+            first=first,
+            actor=actor,
+            keys=keys,
+            done=jnp.zeros(per_device, bool),
+            ret=jnp.zeros(per_device),
+            length=jnp.zeros(per_device, jnp.int32),
+            record=(),
+        )
+
+        def step_record(c: _EpisodeCarry, action: jax.Array, outcome: tuple) -> StepRecord:
+            _, _, reward, terminated, truncated, info = outcome
+            return StepRecord(
+                obs=c.obs,
+                first=c.first,
+                env_state=c.env_state,
+                action=action,
+                reward=reward,
+                terminated=terminated,
+                truncated=truncated,
+                info=info,
             )
-            _, action, _, (_, _, reward, terminated, truncated, info) = policy_step(c)
-            return StepRecord(obs, c.first, env_state, action, reward, terminated, truncated, info)
 
         buffers = ()
-        if record is not None:
-            one = jax.eval_shape(lambda: record(step_record(learner, actor, obs, env_state, keys)))
+        if record is not None:  # the hook's output for one step, stacked max_steps times
+
+            def one_record():
+                _, action, _, outcome = policy_step(start)
+                return record(step_record(start, action, outcome))
+
+            one = jax.eval_shape(one_record)
             buffers = jax.tree.map(lambda x: jnp.zeros((max_steps, *x.shape), x.dtype), one)
 
         def body(c: _EpisodeCarry) -> _EpisodeCarry:
@@ -161,17 +176,8 @@ def make_episode_runner(
             live = jnp.logical_not(c.done)
             out = c.record
             if record is not None:
-                step = StepRecord(
-                    obs=c.obs,
-                    first=c.first,
-                    env_state=c.env_state,
-                    action=action,
-                    reward=reward,
-                    terminated=terminated,
-                    truncated=truncated,
-                    info=info,
-                )
-                out = jax.tree.map(lambda buf, x: buf.at[c.t].set(x), c.record, record(step))
+                step = record(step_record(c, action, outcome))
+                out = jax.tree.map(lambda buf, x: buf.at[c.t].set(x), c.record, step)
             first = jnp.logical_or(terminated, truncated)
             return c.replace(
                 t=c.t + 1,
@@ -189,22 +195,7 @@ def make_episode_runner(
         def cond(c: _EpisodeCarry) -> jax.Array:
             return jnp.logical_and(c.t < max_steps, jnp.logical_not(jnp.all(c.done)))
 
-        c = jax.lax.while_loop(
-            cond,
-            body,
-            _EpisodeCarry(
-                t=jnp.int32(0),
-                env_state=env_state,
-                obs=obs,
-                first=first,
-                actor=actor,
-                keys=keys,
-                done=jnp.zeros(per_device, bool),
-                ret=jnp.zeros(per_device),
-                length=jnp.zeros(per_device, jnp.int32),
-                record=buffers,
-            ),
-        )
+        c = jax.lax.while_loop(cond, body, start.replace(record=buffers))
         result = dev.all_gather(EvalResult(c.ret, c.length, c.done))
         result = jax.tree.map(lambda x: x.reshape(-1), result)  # [num_episodes], all devices
         recorded = None
