@@ -294,11 +294,16 @@ def make_dqn(cfg: DQNConfig, spec: EnvSpec, layout: Layout) -> Algorithm:
         )
 
     def update(state: DQNState, traj: Transition, key: jax.Array):
-        state = state.replace(replay=replay_lib.insert(state.replay, replay_layout, traj, ()))
-        ready = replay_lib.size(state.replay) >= min_size
-        state, metrics = learning.sgd_steps_when_ready(state, sgd_step, key, sgd_steps, ready)
-        metrics["replay_size"] = replay_lib.size(state.replay).astype(jnp.float32)
-        return state, metrics
+        return learning.insert_and_learn(
+            state,
+            traj,
+            (),
+            key,
+            sgd_step=sgd_step,
+            replay_layout=replay_layout,
+            num_steps=sgd_steps,
+            min_size=min_size,
+        )
 
     return Algorithm(init=init, init_actor=init_actor, act=act, update=update)
 

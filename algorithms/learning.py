@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from algorithms import replay as replay_lib
 from anakin import devices
 from envs import EnvSpec
 
@@ -194,6 +195,28 @@ def sgd_steps_when_ready(
     return when_ready(ready, learn, state)
 
 
+def insert_and_learn(
+    state: S,
+    traj: Any,
+    core: Any,
+    key: jax.Array,
+    *,
+    sgd_step: Callable[[S, jax.Array], tuple[S, dict[str, jax.Array]]],
+    replay_layout: Any,
+    num_steps: int,
+    min_size: int,
+) -> tuple[S, dict[str, jax.Array]]:
+    """An off-policy learner's whole update: the rollout `traj` [T, B] (with the core state
+    each step met, or ()) goes into this device's replay, then `sgd_steps_when_ready` runs once
+    the replay holds `min_size` samples; `replay_size` is added to the metrics."""
+    replay = replay_lib.insert(state.replay, replay_layout, traj, core)
+    state = state.replace(replay=replay)
+    ready = replay_lib.size(replay) >= min_size
+    state, metrics = sgd_steps_when_ready(state, sgd_step, key, num_steps, ready)
+    metrics["replay_size"] = replay_lib.size(state.replay).astype(jnp.float32)
+    return state, metrics
+
+
 def prioritised_q_step(
     state: S,
     key: jax.Array,
@@ -214,8 +237,6 @@ def prioritised_q_step(
     and writes the new priorities back. The state has `params`, `target_params`, `opt_state`,
     `replay` and `sgd_steps`.
     """
-    from algorithms import replay as replay_lib
-
     sample = replay_lib.sample(state.replay, replay_layout, key, batch_size)
     weights = replay_lib.importance_weights(sample, importance_sampling_exponent)
     state, (priorities, metrics), grad_norm = sgd_step(

@@ -316,12 +316,16 @@ def make_r2d2(cfg: R2D2Config, spec: EnvSpec, layout: Layout) -> Algorithm:
         )
 
     def update(state: R2D2State, traj: Transition, key: jax.Array):
-        replay = replay_lib.insert(state.replay, replay_layout, traj, traj.extras["core"])
-        state = state.replace(replay=replay)
-        ready = replay_lib.size(replay) >= min_size
-        state, metrics = learning.sgd_steps_when_ready(state, sgd_step, key, sgd_steps, ready)
-        metrics["replay_size"] = replay_lib.size(state.replay).astype(jnp.float32)
-        return state, metrics
+        return learning.insert_and_learn(
+            state,
+            traj,
+            traj.extras["core"],
+            key,
+            sgd_step=sgd_step,
+            replay_layout=replay_layout,
+            num_steps=sgd_steps,
+            min_size=min_size,
+        )
 
     return Algorithm(init=init, init_actor=init_actor, act=act, update=update)
 
