@@ -193,3 +193,20 @@ def test_bc_and_collect_errors(args, message, capsys):
     err = capsys.readouterr().err
     assert message in err, err
     assert "Traceback" not in err
+
+
+def test_env_flags_keep_their_short_spellings_and_integer_kwargs():
+    import tyro
+
+    import algorithms
+    from anakin.config import TrainConfig
+
+    args = cli._env_aliases(["--env", "Catch-bsuite", "--env-kwargs", "rows", "12", "--env-hide=1"])
+    assert args == ["--env.name", "Catch-bsuite", "--env.kwargs", "rows", "12", "--env.hide=1"]
+    entry = algorithms.get("impala")
+    algo, arch = entry.presets["tiny"]
+    cfg = tyro.cli(
+        TrainConfig[entry.config_cls], default=TrainConfig(algo=algo, arch=arch), args=args
+    )
+    assert cfg.env.name == "Catch-bsuite" and cfg.env.hide == (1,)
+    assert cfg.env.kwargs == {"rows": 12} and isinstance(cfg.env.kwargs["rows"], int)

@@ -73,3 +73,27 @@ def test_signal_saves_the_run_and_resume_is_exact(sig, tmp_path, uninterrupted):
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     params = runner.load_policy(tmp_path / "run").learner.params
     jax.tree.map(np.testing.assert_array_equal, params, uninterrupted)
+
+
+def test_wall_clock_checkpoints_bound_lost_work(tmp_path):
+    """checkpoint.every_seconds saves on wall time even when every_env_steps is 0 (end only)."""
+    import dataclasses
+
+    import algorithms
+    from anakin.config import CheckpointConfig, EvalConfig, TrainConfig
+
+    algo, arch = algorithms.get("impala").presets["tiny"]
+    cfg = TrainConfig(
+        algo=algo,
+        arch=dataclasses.replace(arch, total_env_steps=4 * arch.env_steps_per_call),
+        eval=EvalConfig(episodes=0),
+        checkpoint=CheckpointConfig(every_env_steps=0, every_seconds=1e-9, keep=10),
+        out=str(tmp_path),
+        run_name="clock",
+        quiet=True,
+    )
+    runner.train("impala", cfg)
+    from anakin.checkpoint import Checkpointer
+
+    steps = Checkpointer(tmp_path / "clock").steps()
+    assert steps == [arch.env_steps_per_call * (i + 1) for i in range(4)], steps
