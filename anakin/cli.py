@@ -235,9 +235,27 @@ algorithms:
 
 
 def _envs(argv: list[str]) -> int:
-    import envs
+    """`anakin envs [SUITE ...]`: each suite's names, or how to install it."""
+    from envs import registry
 
-    print("\n".join(envs.names()))
+    chosen = argv or list(registry.SUITES)
+    unknown = [a for a in chosen if a not in registry.SUITES]
+    if unknown:
+        return _error(
+            "envs", f"unknown suite {unknown[0]!r}; choose from {', '.join(registry.SUITES)}"
+        )
+    for prefix in chosen:
+        if not registry.installed(prefix):
+            print(f"# {prefix}: not installed (pip install -e \".[{prefix}]\")")
+            continue
+        try:
+            ids = registry.suite_names(prefix)
+        except ValueError as e:
+            print(f"# {prefix}: installed but not usable here: {e}")
+            continue
+        plain = prefix == registry.DEFAULT_SUITE
+        print(f"# {prefix}: {len(ids)} environments" + (" (the prefix is optional)" if plain else ""))
+        print("\n".join(f"{prefix}/{i}" for i in ids))
     return 0
 
 
@@ -251,7 +269,7 @@ USAGE = """usage: anakin {train,evaluate,collect,envs} ...
   train bc --dataset FILE [flags]         behaviour cloning from a dataset
   evaluate RUN_DIR [--episodes M]         evaluate a saved checkpoint
   collect RUN_DIR --episodes N --out FILE record a saved policy into a dataset
-  envs                                    list environment names
+  envs [SUITE ...]                        list environment names per suite
 
 multi-process runs: add --coordinator HOST:PORT --num-processes N --process-id I to every
 process's command (or set JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID)."""

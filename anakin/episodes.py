@@ -117,7 +117,7 @@ def make_episode_runner(
     def run(learner, keys, hp):  # keys [per_device, 2]
         algo = build(hp)
         reset_keys, keys = split_env_keys(keys, 2)
-        obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(reset_keys, env_params)
+        obs, env_state = env.reset_batch(reset_keys, env_params)
         actor = algo.init_actor(jax.random.PRNGKey(0), per_device)
         first = jnp.ones(per_device, bool)
 

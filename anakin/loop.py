@@ -95,8 +95,8 @@ def split_env_keys(keys: jax.Array, num: int) -> tuple[jax.Array, ...]:
 
 
 def env_step(env, env_params, env_state, action, keys):
-    """Steps a batch of environments, one key each."""
-    return jax.vmap(env.step, in_axes=(0, 0, 0, None))(keys, env_state, action, env_params)
+    """Steps a batch of environments, one key each (the environment's own `step_batch`)."""
+    return env.step_batch(keys, env_state, action, env_params)
 
 
 def make_rollout(algo: Algorithm, env: Any, env_params: Any, length: int):
@@ -155,7 +155,7 @@ def make_init_global(algo: Algorithm, env: Any, env_params: Any, num_envs: int) 
         # One key chain per global environment index, independent of the device split.
         env_keys = jax.random.split(env_key, num_envs)
         reset_keys, env_keys = split_env_keys(env_keys, 2)
-        obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(reset_keys, env_params)
+        obs, env_state = env.reset_batch(reset_keys, env_params)
         actor = algo.init_actor(actor_key, num_envs)
         first = jnp.ones((num_envs,), bool)
         return learner, learner_key, (actor, env_state, obs, first, env_keys)

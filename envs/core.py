@@ -13,7 +13,11 @@ After an episode ends, `step` returns the first observation of the next episode,
 `info["final_observation"]` holds the observation the action actually reached (what a
 truncated episode bootstraps from). `terminated` (a true end: no bootstrap) and `truncated`
 (a time limit: bootstrap) are separate bools and never both true. `spec(params)` describes the
-observation tree and the actions without running the environment.
+observation tree and the actions without running the environment. The loop steps a batch of
+environments at once through `reset_batch(keys, params)` and `step_batch(keys, state, action,
+params)` (leading batch axis on everything but `params`): `vmap` of the above by default
+(`envs.wrappers.Wrapper`), or a scheme of the environment's own that shares work across the
+batch (e.g. expensive resets drawn from a pool).
 
 `Adapter`, what one suite's adapter module (or an environment of our own) provides: the same
 step without the reset, which `envs.wrappers.AutoReset` turns into the `Environment` above::
@@ -53,6 +57,10 @@ class Environment(Protocol):
     def step(self, key: jax.Array, state: Any, action: Any, params: Any) -> Step: ...
 
     def spec(self, params: Any) -> EnvSpec: ...
+
+    def reset_batch(self, keys: jax.Array, params: Any) -> tuple[Any, Any]: ...
+
+    def step_batch(self, keys: jax.Array, state: Any, action: Any, params: Any) -> Step: ...
 
 
 @runtime_checkable

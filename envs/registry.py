@@ -27,11 +27,18 @@ from envs.wrappers import AutoReset, EpisodeStatistics, FlattenObservation, Mask
 
 class Suite(NamedTuple):
     module: str  # the adapter module, imported when one of the suite's names is first used
-    package: str  # the package it needs (import and pip name), for the message when missing
+    package: str  # the package it needs (its import name), to tell whether it is installed
 
 
+# Each suite but gymnax is an optional extra of the same name in pyproject.toml.
 SUITES: dict[str, Suite] = {
     "gymnax": Suite("envs.gymnax_suite", "gymnax"),
+    "craftax": Suite("envs.craftax_suite", "craftax"),
+    "xminigrid": Suite("envs.xminigrid_suite", "xminigrid"),
+    "navix": Suite("envs.navix_suite", "navix"),
+    "jumanji": Suite("envs.jumanji_suite", "jumanji"),
+    "pgx": Suite("envs.pgx_suite", "pgx"),
+    "brax": Suite("envs.brax_suite", "brax"),
 }
 DEFAULT_SUITE = "gymnax"  # the suite of names without a prefix
 
@@ -53,8 +60,8 @@ def _suite(prefix: str, name: str = "") -> ModuleType:
         if e.name is None or e.name == suite.module or suite.module.startswith(e.name + "."):
             raise
         raise ValueError(
-            f"environment suite {prefix!r} needs {e.name!r}, which is not installed "
-            f"(pip install {suite.package})"
+            f"environment suite {prefix!r} needs {e.name!r}, which is not installed: "
+            f'pip install -e ".[{prefix}]"'
         ) from None
 
 
@@ -74,12 +81,22 @@ def register(name: str, factory: Callable[..., Adapter]) -> None:
     _OWN[name] = factory
 
 
+def installed(prefix: str) -> bool:
+    """Whether suite `prefix`'s package is importable here (without importing it)."""
+    return importlib.util.find_spec(SUITES[prefix].package) is not None
+
+
+def suite_names(prefix: str) -> list[str]:
+    """The ids of suite `prefix` (without the prefix), sorted; ValueError if not installed."""
+    return sorted(_suite(prefix).names())
+
+
 def names() -> list[str]:
     """Every environment name `make` accepts: ours and the default suite's without a prefix,
     every other installed suite's with its prefix ("gymnax/CartPole-v1" is accepted too)."""
     found = [*_OWN, *_suite(DEFAULT_SUITE).names()]
     for prefix, suite in SUITES.items():
-        if prefix != DEFAULT_SUITE and importlib.util.find_spec(suite.package) is not None:
+        if prefix != DEFAULT_SUITE and installed(prefix):
             found += [f"{prefix}/{id_}" for id_ in _suite(prefix).names()]
     return sorted(found)
 

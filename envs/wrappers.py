@@ -42,6 +42,16 @@ class Wrapper:
     def spec(self, params: Any) -> EnvSpec:
         return self._env.spec(params)
 
+    def reset_batch(self, keys: jax.Array, params: Any) -> tuple[Any, Any]:
+        """`reset` of a batch of environments, one key each (keys [B, 2])."""
+        return jax.vmap(self.reset, in_axes=(0, None))(keys, params)
+
+    def step_batch(self, keys: jax.Array, state: Any, action: Any, params: Any) -> Step:
+        """`step` of a batch of environments, one key each. A wrapper that can do better for
+        the whole batch than one environment at a time (e.g. share the cost of resets across
+        it) overrides this; by default it is `vmap(step)`."""
+        return jax.vmap(self.step, in_axes=(0, 0, 0, None))(keys, state, action, params)
+
     @property
     def unwrapped(self) -> Any:
         env = self._env
@@ -152,10 +162,23 @@ class EpisodeStatistics(Wrapper):
         obs, env_state = self._env.reset(key, params)
         return obs, EpisodeStatsState(env_state, jnp.float32(0.0), jnp.int32(0))
 
+    def reset_batch(self, keys: jax.Array, params: Any) -> tuple[Any, EpisodeStatsState]:
+        obs, env_state = self._env.reset_batch(keys, params)
+        zero = jnp.zeros(keys.shape[:1], jnp.float32)
+        return obs, EpisodeStatsState(env_state, zero, zero.astype(jnp.int32))
+
     def step(self, key: jax.Array, state: EpisodeStatsState, action: Any, params: Any) -> Step:
-        obs, env_state, reward, terminated, truncated, info = self._env.step(
-            key, state.env_state, action, params
-        )
+        return self._count(state, self._env.step(key, state.env_state, action, params))
+
+    def step_batch(
+        self, keys: jax.Array, state: EpisodeStatsState, action: Any, params: Any
+    ) -> Step:
+        return self._count(state, self._env.step_batch(keys, state.env_state, action, params))
+
+    @staticmethod
+    def _count(state: EpisodeStatsState, outcome: Step) -> Step:
+        """Elementwise, so the same for one environment and for a batch."""
+        obs, env_state, reward, terminated, truncated, info = outcome
         done = jnp.logical_or(terminated, truncated)
         ret = state.episode_return + reward
         length = state.episode_length + 1
