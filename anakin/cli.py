@@ -246,15 +246,15 @@ def _envs(argv: list[str]) -> int:
         )
     for prefix in chosen:
         if not registry.installed(prefix):
-            print(f"# {prefix}: not installed (pip install -e \".[{prefix}]\")")
+            print(f'# {prefix}: not installed (pip install -e ".[{prefix}]")')
             continue
         try:
             ids = registry.suite_names(prefix)
         except ValueError as e:
             print(f"# {prefix}: installed but not usable here: {e}")
             continue
-        plain = prefix == registry.DEFAULT_SUITE
-        print(f"# {prefix}: {len(ids)} environments" + (" (the prefix is optional)" if plain else ""))
+        optional = " (the prefix is optional)" if prefix == registry.DEFAULT_SUITE else ""
+        print(f"# {prefix}: {len(ids)} environments{optional}")
         print("\n".join(f"{prefix}/{i}" for i in ids))
     return 0
 

@@ -95,7 +95,7 @@ def names() -> list[str]:
     """Every environment name `make` accepts: ours and the default suite's without a prefix,
     every other installed suite's with its prefix ("gymnax/CartPole-v1" is accepted too)."""
     found = [*_OWN, *_suite(DEFAULT_SUITE).names()]
-    for prefix, suite in SUITES.items():
+    for prefix in SUITES:
         if prefix != DEFAULT_SUITE and installed(prefix):
             found += [f"{prefix}/{id_}" for id_ in _suite(prefix).names()]
     return sorted(found)
