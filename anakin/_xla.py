@@ -7,6 +7,7 @@ our programs (see README) and only affects the CPU backend. anakin also initiali
 outside vmapped programs, so this flag is a second line of defence.
 """
 
+import math
 import os
 import sys
 import warnings
@@ -41,3 +42,33 @@ def _backend_started() -> bool:
 
 
 add_xla_flag(SAFE_CPU_FLAG)
+
+
+def cpu_device_count() -> int:
+    """One XLA CPU device per core (a power of two, at most 8), so `pmap` uses every core."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return 2 ** int(math.log2(max(1, min(cores or 1, 8))))
+
+
+def prepare_host() -> None:
+    """What the `anakin` command and the Python API set up before their first computation.
+
+    - On CPU, one XLA device per core, unless XLA_FLAGS already chooses a count or JAX's
+      backends have started (in a notebook that already ran JAX code; then the count JAX
+      started with stays). The flag only shapes the *CPU* platform: on a GPU or TPU host
+      training runs on the accelerator's devices (`jax.local_devices()`, the default backend),
+      and the flag changes nothing there.
+    - JAX's persistent compilation cache, so a repeated run skips XLA compilation (CPU, GPU and
+      TPU alike). ANAKIN_COMPILE_CACHE sets the directory; "0" (or empty) turns it off.
+    """
+    if not _backend_started():
+        add_xla_flag(f"--xla_force_host_platform_device_count={cpu_device_count()}")
+    import jax
+
+    default = os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "anakin", "xla"
+    )
+    path = os.environ.get("ANAKIN_COMPILE_CACHE", default)
+    if path and path != "0":
+        jax.config.update("jax_compilation_cache_dir", path)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)

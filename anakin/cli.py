@@ -9,39 +9,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 from pathlib import Path
 
 from anakin import _xla
-
-
-def _cpu_device_flag() -> None:
-    """On CPU, one XLA device per core (a power of two, at most 8) so `pmap` uses every core.
-
-    Harmless on GPU/TPU hosts, where training runs on the accelerator devices. Skipped when the
-    user already chose a count in XLA_FLAGS.
-    """
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    count = 2 ** int(math.log2(max(1, min(cores or 1, 8))))
-    _xla.add_xla_flag(f"--xla_force_host_platform_device_count={count}")
-
-
-def _compile_cache() -> None:
-    """JAX's persistent compilation cache, so a repeated run skips XLA compilation.
-
-    ANAKIN_COMPILE_CACHE sets the directory; "0" (or empty) turns it off.
-    """
-    import jax
-
-    default = os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "anakin", "xla"
-    )
-    path = os.environ.get("ANAKIN_COMPILE_CACHE", default)
-    if path and path != "0":
-        jax.config.update("jax_compilation_cache_dir", path)
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
 
 
 def _algo_help() -> str:
@@ -287,12 +259,11 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 2
         return 0
-    _cpu_device_flag()
+    _xla.prepare_host()
     try:
         argv = _distributed(argv)
     except ValueError as e:
         return _error(argv[0], str(e))
-    _compile_cache()
     return COMMANDS[argv[0]](argv[1:])
 
 
