@@ -56,6 +56,16 @@ def select(num_devices: int = 0) -> list[jax.Device]:
     return list(available[: num_devices or len(available)])
 
 
+def describe(devices: Sequence[jax.Device]) -> str:
+    """What the run trains on, e.g. "2 cpu devices" or "8 tpu devices (TPU v5 lite), 2 hosts"."""
+    platform, kinds = devices[0].platform, sorted({d.device_kind for d in devices})
+    text = f"{len(devices)} {platform} device{'s' if len(devices) > 1 else ''}"
+    if platform != "cpu":
+        text += f" ({', '.join(kinds)})"
+    hosts = len({d.process_index for d in devices})
+    return text + (f", {hosts} hosts" if hosts > 1 else "")
+
+
 def pmap(fn: Callable, devices: Sequence[jax.Device], donate_argnums=()) -> Callable:
     """`fn` mapped over `devices`, with collectives over `AXIS`."""
     return jax.pmap(fn, axis_name=AXIS, devices=list(devices), donate_argnums=donate_argnums)

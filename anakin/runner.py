@@ -199,7 +199,12 @@ def train(
     memory = memory_per_device(state)
     unit = "samples" if s.dataset_meta is not None else "steps"
     reporter = _Reporter(
-        run_dir, cfg, num_calls * per_call, f"{algo_name} on {cfg.env.name}", primary, unit
+        run_dir,
+        cfg,
+        num_calls * per_call,
+        f"{algo_name} on {cfg.env.name}, {dev.describe(s.devices)}",
+        primary,
+        unit,
     )
     reporter.progress.message(
         f"training state per device: {format_bytes(memory['state_bytes'])}"
