@@ -10,7 +10,7 @@ out=${OUT:-bench-gpu}
 mkdir -p "$out"
 python3 -m venv /tmp/anakin-gpu-venv
 . /tmp/anakin-gpu-venv/bin/activate
-pip install -q -e . "jax[cuda12]>=0.10,<0.11" matplotlib
+pip install -q -e ".[cuda12]" matplotlib
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/hardware.txt"
 python -c "import jax; print(jax.__version__, jax.devices())" | tee -a "$out/hardware.txt"
 gpus=$(python -c "import jax; print(jax.device_count())")

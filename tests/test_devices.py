@@ -45,3 +45,8 @@ def test_max_divergence_sees_a_drifted_copy():
 def test_select_rejects_more_devices_than_exist():
     with pytest.raises(ValueError, match="num_devices=9, but this machine has 4 cpu"):
         dev.select(9)
+
+
+def test_describe_names_the_platform_and_count():
+    assert dev.describe(jax.devices()) == "4 cpu devices"
+    assert dev.describe(jax.devices()[:1]) == "1 cpu device"
