@@ -14,6 +14,7 @@ import jax
 import algorithms
 import anakin
 import envs
+from algorithms import learning
 from algorithms.networks import num_params
 from anakin import dataset as dataset_lib
 from anakin import devices as dev
@@ -98,6 +99,7 @@ def setup(algo_name: str, cfg: TrainConfig) -> Setup:
     def check_runs(validate: Callable[[Any], None]) -> None:
         for r, c in enumerate(run_cfgs):
             try:
+                learning.check_ranges(c)
                 validate(c)
             except ValueError as e:
                 if runs is None or not runs.hparams:

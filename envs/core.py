@@ -97,6 +97,8 @@ def build(
         raise ValueError(f"environment {name!r} could not be built here: {e}") from None
     param_fields = {f.name for f in dataclasses.fields(default.default_params)}
     param_kwargs = {k: v for k, v in kwargs.items() if k in param_fields}
+    for k, v in param_kwargs.items():
+        check_param(name, k, v, getattr(default.default_params, k))
     ctor_kwargs = {k: v for k, v in kwargs.items() if k not in param_fields}
     try:
         env = factory(**ctor_kwargs) if ctor_kwargs else default
@@ -106,6 +108,27 @@ def build(
             f"{sorted(param_fields)} ({e})"
         ) from None
     return env, dataclasses.replace(env.default_params, **param_kwargs)
+
+
+def check_param(name: str, field: str, value: Any, default: Any) -> None:
+    """ValueError unless `value` suits the environment parameter `field` whose default is
+    `default`: the same kind of number (an integer field takes only integers; a float field any
+    finite number; a bool field only a bool), and a time limit (`max_steps_in_episode`,
+    `time_limit`, `max_timesteps`, ...) of at least one step."""
+    where = f"environment {name!r}: {field}={value!r}"
+    kind = np.asarray(default).dtype.kind if np.ndim(default) == 0 else None
+    if kind == "b" and not isinstance(value, bool):
+        raise ValueError(f"{where} must be True or False")
+    if kind in ("i", "u") and (isinstance(value, bool) or not isinstance(value, int)):
+        raise ValueError(f"{where} must be an integer (the default is {default})")
+    if kind == "f":
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(f"{where} must be a number (the default is {default})")
+        if not np.isfinite(value):
+            raise ValueError(f"{where} must be a finite number")
+    limit = field.startswith("max_steps") or field in ("time_limit", "max_timesteps")
+    if limit and kind in ("i", "u") and value < 1:
+        raise ValueError(f"{where} must be >= 1 (a time limit in steps)")
 
 
 class EnvSpec(NamedTuple):
