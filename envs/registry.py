@@ -149,6 +149,8 @@ def make(
     env, params = _maker(name)(**kwargs)
     obs_spec = env.spec(params).validate()
     if hide:
+        if len(set(hide)) != len(hide):
+            raise ValueError(f"hide={tuple(hide)} names an entry twice; give each index once")
         if not obs_spec.single_array:
             raise ValueError(
                 f"hide={tuple(hide)} needs one observation array; {name}'s observation is a "
