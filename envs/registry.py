@@ -22,7 +22,13 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from envs.core import Adapter, Environment, EnvSpec, build
-from envs.wrappers import AutoReset, EpisodeStatistics, FlattenObservation, MaskObservation
+from envs.wrappers import (
+    AutoReset,
+    EpisodeStatistics,
+    FlattenObservation,
+    MaskObservation,
+    PooledAutoReset,
+)
 
 
 class Suite(NamedTuple):
@@ -167,7 +173,12 @@ def make(
         flatten if flatten is not None else len(obs_spec.obs_shape) not in (1, 3)
     ):
         env = FlattenObservation(env)
-    return EpisodeStatistics(AutoReset(env)), params
+    # An adapter whose resets cost far more than a step asks for pooled resets by having an
+    # `envs_per_reset` attribute (e.g. envs.craftax_suite); every other one gets AutoReset.
+    envs_per_reset = getattr(env, "envs_per_reset", None)
+    if envs_per_reset is None:
+        return EpisodeStatistics(AutoReset(env)), params
+    return EpisodeStatistics(PooledAutoReset(env, envs_per_reset)), params
 
 
 def spec(env: Environment, params: Any, name: str = "") -> EnvSpec:

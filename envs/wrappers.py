@@ -144,6 +144,73 @@ class AutoReset(Wrapper):
         return obs, state, jnp.asarray(reward, jnp.float32), terminated, truncated, info
 
 
+class PooledAutoReset(AutoReset):
+    """`AutoReset` whose batch step draws only a few fresh episodes and shares them among the
+    environments that finished: for environments whose reset costs far more than a step
+    (Craftax generates a whole world), where `vmap(AutoReset.step)` pays for a reset of every
+    environment on every step.
+
+    This is the "optimistic reset" of Craftax's baselines (Matthews et al., 2024): a batch of B
+    environments computes K = ceil(B / envs_per_reset) resets per step, and the i-th finished
+    environment (in batch order) takes fresh episode i mod K. The K resets use the reset keys of
+    the first K finished environments (the same key split as `AutoReset.step`), so each of them
+    starts exactly the episode `AutoReset` would have given it; only when more than K finish on
+    the same step do the later ones start a copy of one of those episodes (same world, their own
+    actions and keys from then on). `envs_per_reset=1` is `AutoReset` itself, result for result.
+
+    Everything else is `AutoReset`'s: `info["final_observation"]` is the observation reached,
+    `terminated`/`truncated` are the adapter's, the single-environment `step` and `reset` are
+    `AutoReset`'s own, and `reset_batch` resets every environment with its own key. The batch
+    step is per batch only, so it composes with an outer `vmap` (e.g. over seeds): each vmapped
+    batch shares its own pool.
+    """
+
+    def __init__(self, env: Any, envs_per_reset: int):
+        if isinstance(envs_per_reset, bool) or not isinstance(envs_per_reset, int):
+            raise ValueError(f"envs_per_reset={envs_per_reset!r} must be an integer >= 1")
+        if envs_per_reset < 1:
+            raise ValueError(f"envs_per_reset={envs_per_reset} must be >= 1")
+        super().__init__(env)
+        self.envs_per_reset = envs_per_reset
+
+    def num_resets(self, num_envs: int) -> int:
+        """K, the fresh episodes drawn per batch step of `num_envs` environments."""
+        return -(-num_envs // self.envs_per_reset)
+
+    def step_batch(self, keys: jax.Array, state: Any, action: Any, params: Any) -> Step:
+        num_envs = keys.shape[0]
+        num_resets = self.num_resets(num_envs)
+        split = jax.vmap(jax.random.split)(keys)  # [B, 2, 2]: AutoReset.step's split
+        step_keys, reset_keys = split[:, 0], split[:, 1]
+        obs_st, state_st, reward, terminated, truncated, info = jax.vmap(
+            self._env.step_env, in_axes=(0, 0, 0, None)
+        )(step_keys, state, action, params)
+        terminated = jnp.asarray(terminated, dtype=bool)
+        truncated = jnp.asarray(truncated, dtype=bool)
+        done = jnp.logical_or(terminated, truncated)  # [B]
+        # The first K finished environments (padded with environment 0 when fewer finished;
+        # those resets are computed and not used).
+        (takers,) = jnp.nonzero(done, size=num_resets, fill_value=0)  # [K]
+        obs_re, state_re = jax.vmap(self._env.reset_env, in_axes=(0, None))(
+            reset_keys[takers], params
+        )  # [K, ...]
+        slot = jnp.where(done, (jnp.cumsum(done) - 1) % num_resets, 0)  # [B]
+
+        def pick(fresh: jax.Array, stepped: jax.Array) -> jax.Array:
+            mask = jnp.reshape(done, done.shape + (1,) * (stepped.ndim - 1))
+            return jnp.where(mask, fresh[slot], stepped)
+
+        state = jax.tree.map(pick, state_re, state_st)
+        obs = jax.tree.map(pick, obs_re, obs_st)
+        info = {
+            **info,
+            "terminated": terminated,
+            "truncated": truncated,
+            "final_observation": obs_st,
+        }
+        return obs, state, jnp.asarray(reward, jnp.float32), terminated, truncated, info
+
+
 class EpisodeStatsState(struct.PyTreeNode):
     env_state: Any
     episode_return: jax.Array  # float32 [], return of the episode in progress
