@@ -67,6 +67,7 @@ import collections
 import contextlib
 import dataclasses
 import functools
+import hashlib
 import json
 import os
 import tempfile
@@ -746,8 +747,7 @@ def check(dataset: Dataset, spec: EnvSpec | None = None, name: str = "dataset") 
                 f"action[{t}] = {action[t]} is out of range: {np.sum(bad)} actions lie outside "
                 f"0..{meta['num_actions'] - 1} (num_actions={meta['num_actions']})"
             )
-    for k in ("action", "reward", "discount"):
-        x = arrays[k]
+    for k, x in arrays.items():  # observations too: a NaN there would only show as divergence
         if x.dtype.kind == "f" and not np.all(np.isfinite(x)):
             t = int(np.argmax(~np.isfinite(x).reshape(n, -1).all(axis=1)))
             raise fail(f"array {k!r} holds non-finite values (first at step {t})")
@@ -890,6 +890,16 @@ def _sniff(name: str) -> None:
 
 
 _READ_ERRORS = (OSError, EOFError, zipfile.BadZipFile, zlib.error, ValueError, KeyError)
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """The SHA-256 of a dataset file's bytes (hex), which a run records so that a resume can
+    tell the file it trained on from one that replaced it."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def load(path: str | os.PathLike, spec: EnvSpec | None = None) -> Dataset:

@@ -71,8 +71,19 @@ def read_description(run_dir: Path) -> dict[str, Any]:
 
 
 def check_same_devices(run_dir: Path, prepared: Any) -> None:
-    """A resumed run must lay its state over as many devices as the saved one."""
-    saved = read_description(run_dir)["derived"]["num_devices"]
+    """A resumed run must lay its state over as many devices as the saved one, and an offline
+    run must read the same dataset bytes it trained on (not a file that replaced them)."""
+    description = read_description(run_dir)
+    trained_on = description.get("dataset")
+    if trained_on and prepared.dataset_meta is not None:
+        now = prepared.dataset_meta["sha256"]
+        if trained_on["sha256"] != now:
+            raise ValueError(
+                f"{prepared.cfg.dataset} is not the dataset {run_dir} trained on: its SHA-256 is "
+                f"{now[:16]}..., the run's was {trained_on['sha256'][:16]}... (the file changed "
+                "or was replaced); resume with the original file, or start a new run"
+            )
+    saved = description["derived"]["num_devices"]
     if saved != len(prepared.devices):
         raise ValueError(
             f"{run_dir} was trained on {saved} devices but this run has {len(prepared.devices)}; "

@@ -124,7 +124,7 @@ def setup(algo_name: str, cfg: TrainConfig) -> Setup:
             devices=devices,
             runs=runs,
         )
-        dataset_meta = data.meta
+        dataset_meta = {**data.meta, "sha256": dataset_lib.file_sha256(cfg.dataset)}
     else:
         if cfg.dataset:
             raise ValueError(
@@ -191,6 +191,11 @@ def describe_run(s: Setup) -> dict[str, Any]:
                 jax.eval_shape(s.algorithm.init, jax.random.PRNGKey(0)).params
             ),
         },
+        **(
+            {"dataset": {"path": s.cfg.dataset, "sha256": s.dataset_meta["sha256"]}}
+            if s.dataset_meta is not None
+            else {}
+        ),
         "env_spec": {
             "obs": s.spec.describe(),
             "action_mask": s.spec.action_mask,

@@ -4,6 +4,7 @@ bounded evaluation."""
 import dataclasses
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import toy_envs  # noqa: F401  (registers test-NaNAfter, test-Endless)
 
 from algorithms import bc, impala, r2d2
 from anakin import checkpoint, runner
+from anakin import dataset as dataset_lib
 from anakin.checkpoint import Checkpointer, CheckpointError
 from anakin.config import ArchConfig, CheckpointConfig, EvalConfig, TrainConfig
 
@@ -284,3 +286,21 @@ def test_arch_config_is_saved_and_reloaded_exactly(saved_run):
         num_envs=8, rollout_length=4, updates_per_call=2, total_env_steps=256
     )
     assert cfg.algo == impala.PRESETS["tiny"][0]
+
+
+def test_resume_refuses_a_dataset_file_that_was_replaced(tmp_path, demo_dataset):
+    data = tmp_path / "data.npz"
+    shutil.copy(demo_dataset, data)
+    cfg = dataclasses.replace(tiny(bc), dataset=str(data), out=str(tmp_path), run_name="bc")
+    first = runner.train("bc", cfg)
+    described = json.loads((first.run_dir / "config.json").read_text())["dataset"]
+    assert described == {"path": str(data), "sha256": dataset_lib.file_sha256(data)}
+    # Same bytes: resumes (here: nothing left to train, the usual message).
+    with pytest.raises(runner.NothingToResume):
+        runner.check_same_devices(first.run_dir, runner.setup("bc", cfg))
+        runner.train("bc", cfg, resume=runner.Resume(first.run_dir))
+    # Other bytes at the same path (here the same steps, stored compressed): refused, by name.
+    dataset_lib.save(data, dataset_lib.load(demo_dataset), compress=True)
+    with pytest.raises(ValueError, match=r"data.npz is not the dataset .* trained on") as e:
+        runner.check_same_devices(first.run_dir, runner.setup("bc", cfg))
+    assert "\n" not in str(e.value)

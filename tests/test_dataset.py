@@ -273,6 +273,11 @@ def test_values_that_break_the_format(tmp_path):
     assert "action[2] = 3 is out of range" in message and "num_actions=3" in message
     assert "discount[2]" in error(discount=np.ones(7, np.float32))
     assert "non-finite" in error(reward=np.full(7, np.nan, np.float32))
+    obs = ds.observation.astype(np.float32).copy()
+    obs[4, 0] = np.nan
+    message = error(observation=obs)
+    assert "bad.npz" in message and "array 'observation' holds non-finite values" in message
+    assert "(first at step 4)" in message
     # Step 2 terminates, but step 3 does not start an episode.
     start = ds.episode_start.copy()
     start[3] = False
