@@ -7,6 +7,8 @@ Trees placed "per device" carry a leading axis of size `len(devices)`.
 from __future__ import annotations
 
 import os
+import sys
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -32,14 +34,69 @@ def initialize_distributed(
     env = os.environ
     coordinator = coordinator or env.get("JAX_COORDINATOR_ADDRESS")
     if num_processes is None and env.get("JAX_NUM_PROCESSES"):
-        num_processes = int(env["JAX_NUM_PROCESSES"])
+        num_processes = _env_int("JAX_NUM_PROCESSES")
     if process_id is None and env.get("JAX_PROCESS_ID"):
-        process_id = int(env["JAX_PROCESS_ID"])
+        process_id = _env_int("JAX_PROCESS_ID")
     if coordinator is None and num_processes is None:
         return False
+    if coordinator is not None:
+        host, colon, port = coordinator.rpartition(":")
+        if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(
+                f"--coordinator {coordinator!r} is not HOST:PORT (e.g. 10.0.0.1:1234, with a "
+                "port in 1..65535)"
+            )
+    if num_processes is not None and num_processes < 1:
+        raise ValueError(f"--num-processes {num_processes} must be >= 1")
+    if num_processes is not None and process_id is not None:
+        if not 0 <= process_id < num_processes:
+            raise ValueError(
+                f"--process-id {process_id} must lie in 0..{num_processes - 1} "
+                f"(--num-processes {num_processes})"
+            )
+    timeout = _env_int("ANAKIN_DISTRIBUTED_TIMEOUT", 300)
+    print(
+        f"[anakin] process {process_id} of {num_processes}: joining the run at {coordinator} "
+        f"(waiting up to {timeout}s for every process; ANAKIN_DISTRIBUTED_TIMEOUT changes it)",
+        file=sys.stderr,
+        flush=True,
+    )
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    jax.distributed.initialize(coordinator, num_processes, process_id)
+    failed = (
+        f"the multi-process run did not start within {timeout}s: not every one of the "
+        f"{num_processes} processes joined the coordinator at {coordinator} (start each with "
+        "the same --coordinator and --num-processes and its own --process-id)"
+    )
+
+    def give_up() -> None:
+        # XLA's client aborts the whole process (a C++ check failure and a stack trace) when
+        # its own deadline passes, which Python cannot catch: stop first, with one line.
+        print(f"anakin: error: {failed}", file=sys.stderr, flush=True)
+        os._exit(2)
+
+    watchdog = threading.Timer(timeout, give_up)
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        jax.distributed.initialize(
+            coordinator, num_processes, process_id, initialization_timeout=timeout + 60
+        )
+    except Exception as e:  # jax raises XlaRuntimeError/RuntimeError with a page of detail
+        first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+        raise ValueError(f"{failed}; JAX said: {first}") from None
+    finally:
+        watchdog.cancel()
     return True
+
+
+def _env_int(name: str, default: int | None = None) -> int | None:
+    value = os.environ.get(name)
+    if not value:
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"{name}={value!r} must be an integer") from None
 
 
 def select(num_devices: int = 0) -> list[jax.Device]:

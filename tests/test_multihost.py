@@ -62,7 +62,9 @@ def test_two_processes_match_one_process_with_four_devices(tmp_path):
     for p, out in zip(procs, outputs, strict=True):
         assert p.returncode == 0, out[-3000:]
     assert "4 cpu device(s) over 2 processes" in outputs[0]
-    assert "[anakin]" not in outputs[1]  # only process 0 reports
+    # Only process 0 reports, after each process said which run it joins.
+    said = [line for line in outputs[1].splitlines() if line.startswith("[anakin]")]
+    assert len(said) == 1 and said[0].startswith("[anakin] process 1 of 2: joining the run at")
 
     algo, arch = impala.PRESETS["tiny"]
     cfg = TrainConfig(
@@ -98,3 +100,48 @@ def test_two_processes_match_one_process_with_four_devices(tmp_path):
     )
     multi_metrics = [line for line in open(tmp_path / "multi" / "metrics.jsonl")]
     assert len(multi_metrics) == 4
+
+
+def anakin_cli(*args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "anakin.cli", *args],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_bad_process_flags_are_one_line_errors():
+    for flags, message in [
+        (["--coordinator", "nohost"], "--coordinator 'nohost' is not HOST:PORT"),
+        (["--coordinator", "localhost:99999"], "is not HOST:PORT"),
+        (["--coordinator", "localhost:1234", "--process-id", "5"], "--process-id 5 must lie in"),
+    ]:
+        args = ["envs", *flags] + ([] if "--process-id" in flags else ["--process-id", "0"])
+        proc = anakin_cli(*args, "--num-processes", "2")
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.strip().splitlines()[-1].startswith("anakin envs: error: ")
+        assert message in proc.stderr
+
+
+def test_a_process_whose_peers_never_come_says_so_and_stops():
+    # Process 0 of 2 alone: it announces what it waits for, then gives up with one line
+    # (not XLA's abort and stack trace) when the timeout passes.
+    proc = anakin_cli(
+        "envs",
+        "--coordinator",
+        f"127.0.0.1:{free_port()}",
+        "--num-processes",
+        "2",
+        "--process-id",
+        "0",
+        ANAKIN_DISTRIBUTED_TIMEOUT="3",
+    )
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert lines[0].startswith("[anakin] process 0 of 2: joining the run at 127.0.0.1:")
+    assert "waiting up to 3s" in lines[0]
+    assert len(lines) == 2 and lines[1].startswith(
+        "anakin: error: the multi-process run did not start within 3s"
+    )
