@@ -7,13 +7,15 @@ temporary directory and renames it when complete; anakin then writes `anakin_man
 (every file's size and SHA-256), also atomically. A checkpoint without a manifest is partial,
 one whose files do not match it is corrupted; either is refused with an error naming the file.
 Old checkpoints are deleted only after a newer one has its manifest, so a crash at any moment
-leaves the last good checkpoint in place.
+leaves the last good checkpoint in place; pinned ones (`checkpoints/pinned.json`, e.g. the one a
+forced resume started from) are never deleted.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ import jax
 from anakin import logger
 
 MANIFEST = "anakin_manifest.json"
+PINNED = "pinned.json"  # {step: why}: checkpoints `keep` leaves alone
 
 
 class CheckpointError(RuntimeError):
@@ -133,9 +136,29 @@ class Checkpointer:
         step_dir = self.dir / str(step)
         if jax.process_index() == 0:
             write_manifest(step_dir)
+            pinned = set(self.pinned())
             for old in self.good_steps()[: -self.keep]:
-                shutil.rmtree(self.dir / str(old), ignore_errors=True)
+                if old not in pinned:
+                    shutil.rmtree(self.dir / str(old), ignore_errors=True)
         return step_dir
+
+    def pinned(self) -> dict[int, str]:
+        """Checkpoints that `keep` never deletes, with why (see `pin`)."""
+        path = self.dir / PINNED
+        if not path.exists():
+            return {}
+        return {int(k): v for k, v in json.loads(path.read_text()).items()}
+
+    def pin(self, step: int, why: str) -> None:
+        """Keeps checkpoint `step` whatever `keep` says, e.g. the last one before a forced
+        resume changed the run's settings, so a change that turns out badly (a diverging
+        learning rate) cannot push the last good state out of the directory."""
+        if jax.process_index() != 0:
+            return
+        pinned = {**self.pinned(), step: why}
+        tmp = self.dir / f".{PINNED}.tmp"
+        tmp.write_text(json.dumps({str(k): v for k, v in sorted(pinned.items())}, indent=1))
+        os.replace(tmp, self.dir / PINNED)
 
     def latest_step(self) -> int:
         """The newest good checkpoint.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -61,7 +62,16 @@ def agree(text: str) -> str:
 
 
 def read_description(run_dir: Path) -> dict[str, Any]:
-    path = Path(run_dir) / "config.json"
+    """A run directory's config.json; ValueError naming the path when it is not one."""
+    run_dir = Path(run_dir)
+    if not run_dir.exists():
+        raise ValueError(f"{run_dir} does not exist; pass a run directory written by anakin train")
+    if not run_dir.is_dir():
+        raise ValueError(
+            f"{run_dir} is a file, not a run directory (one written by anakin train, holding "
+            "config.json and checkpoints/)"
+        )
+    path = run_dir / "config.json"
     try:
         return json.loads(path.read_text())
     except FileNotFoundError:
@@ -89,3 +99,57 @@ def check_same_devices(run_dir: Path, prepared: Any) -> None:
             f"{run_dir} was trained on {saved} devices but this run has {len(prepared.devices)}; "
             f"resume where {saved} devices exist (or set arch.num_devices={saved})"
         )
+
+
+HISTORY = "config-history.jsonl"
+
+
+def _flat(tree: Any, prefix: str = "") -> dict[str, Any]:
+    """{"algo.learning_rate": 0.001, ...}: the leaves of a JSON config by dotted name."""
+    if not isinstance(tree, dict) or not tree:
+        return {prefix: tree}
+    out: dict[str, Any] = {}
+    for k, v in tree.items():
+        out |= _flat(v, f"{prefix}.{k}" if prefix else k)
+    return out
+
+
+def write_description(
+    run_dir: Path, description: dict[str, Any], resumed_from: int | None = None
+) -> list[str]:
+    """Writes `description` as the run's config.json, never losing the one it replaces.
+
+    On a resume whose config differs from the saved one (run-control fields such as
+    `arch.total_env_steps`, or anything with `--force`), the saved description is first
+    appended to `config-history.jsonl` with the env step from which it stopped applying and
+    the fields that changed, so every setting the run ever trained with stays on record.
+
+    Returns:
+      The changed fields that a resume keeps unless forced (empty for a plain resume).
+    """
+    path = Path(run_dir) / "config.json"
+    if resumed_from is None or not path.exists():
+        _write_json(path, description)
+        return []
+    old = read_description(run_dir)
+    before = _flat(old.get("config", {}))
+    after = _flat(json.loads(json.dumps(description["config"], default=str)))
+    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    if changed:
+        entry = {
+            "until_env_step": resumed_from,
+            "changed": {k: [before.get(k), after.get(k)] for k in changed},
+            "description": old,
+        }
+        with open(Path(run_dir) / HISTORY, "a") as f:
+            f.write(json.dumps(entry, default=str) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+    _write_json(path, description)
+    return [k for k in changed if not is_resumable(TrainConfig, k)]
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    from anakin import logger
+
+    logger.write_json(path, obj)
