@@ -33,8 +33,15 @@ def _error(command: str, message: str, code: int = 2) -> int:
     return code
 
 
-# Short spellings of the EnvConfig flags: `--env NAME` for `--env.name NAME`, and so on.
-_ENV_ALIASES = {"--env": "--env.name", "--env-kwargs": "--env.kwargs", "--env-hide": "--env.hide"}
+# Short spellings: `--env NAME` for `--env.name NAME`, `--wandb` for `--wandb.enabled`, ...
+_ENV_ALIASES = {
+    "--env": "--env.name",
+    "--env-kwargs": "--env.kwargs",
+    "--env-hide": "--env.hide",
+    "--wandb": "--wandb.enabled",
+    "--no-wandb": "--wandb.no-enabled",
+    "--render-every": "--render.every-env-steps",
+}
 
 
 def _env_aliases(args: list[str]) -> list[str]:
@@ -101,6 +108,7 @@ def _train(argv: list[str]) -> int:
     try:
         if saved is not None:
             runner.check_resume(saved, cfg, known.force)
+        runner.check_reporting(cfg)
         prepared = runner.setup(known.algo, cfg)
         if saved is not None:
             runner.check_same_devices(Path(known.resume), prepared)
@@ -196,11 +204,51 @@ def _collect(argv: list[str]) -> int:
     return 0
 
 
+def _render(argv: list[str]) -> int:
+    from anakin import policy
+    from anakin.checkpoint import CheckpointError
+
+    parser = argparse.ArgumentParser(
+        prog="anakin render",
+        description="Film a saved policy: play its evaluation policy (greedy, or the "
+        "algorithm's evaluation epsilon) on device for --episodes episodes and write every "
+        "step as a frame of a GIF (or an MP4, with imageio-ffmpeg).",
+    )
+    parser.add_argument("run_dir", help="a run directory written by `anakin train`")
+    parser.add_argument("--out", required=True, help="video file to write (.gif or .mp4)")
+    parser.add_argument("--episodes", type=int, default=1)
+    parser.add_argument("--max-steps", type=int, default=1000, help="frames per episode at most")
+    parser.add_argument("--fps", type=int, default=30)
+    parser.add_argument("--step", type=int, default=None, help="checkpoint (default: newest)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--run", type=int, default=0, help="which run of a multi-run (seeds/sweep) checkpoint"
+    )
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    args = parser.parse_args(argv)
+    try:
+        result = policy.render_checkpoint(
+            Path(args.run_dir),
+            Path(args.out),
+            episodes=args.episodes,
+            step=args.step,
+            max_steps=args.max_steps,
+            fps=args.fps,
+            seed=args.seed,
+            run=args.run,
+            overwrite=args.overwrite,
+        )
+    except (ValueError, CheckpointError) as e:
+        return _error("render", str(e))
+    print(json.dumps(result, indent=2))
+    return 0
+
+
 TRAIN_USAGE = """usage: anakin train ALGO [--preset NAME] [--help] [flags]
        anakin train ALGO --resume RUN_DIR [--resume-step N] [--force] [flags]
 
---env NAME, --env-kwargs KEY VALUE ..., --env-hide I ... are short for --env.name,
---env.kwargs and --env.hide.
+--env NAME, --env-kwargs KEY VALUE ..., --env-hide I ..., --wandb and --render-every N are
+short for --env.name, --env.kwargs, --env.hide, --wandb.enabled and --render.every-env-steps.
 
 algorithms:
 """
@@ -231,16 +279,23 @@ def _envs(argv: list[str]) -> int:
     return 0
 
 
-COMMANDS = {"train": _train, "evaluate": _evaluate, "collect": _collect, "envs": _envs}
+COMMANDS = {
+    "train": _train,
+    "evaluate": _evaluate,
+    "collect": _collect,
+    "render": _render,
+    "envs": _envs,
+}
 
 
-USAGE = """usage: anakin {train,evaluate,collect,envs} ...
+USAGE = """usage: anakin {train,evaluate,collect,render,envs} ...
 
   train ALGO [--preset NAME] [flags]      train an algorithm (anakin train ALGO --help)
   train ALGO --resume RUN_DIR             continue a checkpointed run exactly
   train bc --dataset FILE [flags]         behaviour cloning from a dataset
   evaluate RUN_DIR [--episodes M]         evaluate a saved checkpoint
   collect RUN_DIR --episodes N --out FILE record a saved policy into a dataset
+  render RUN_DIR --out agent.gif          film a saved policy (GIF or MP4)
   envs [SUITE ...]                        list environment names per suite
 
 multi-process runs: add --coordinator HOST:PORT --num-processes N --process-id I to every

@@ -133,6 +133,63 @@ class CheckpointConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class RenderConfig:
+    """Videos of the evaluation policy while training (needs the `render` extra).
+
+    Attributes:
+      every_env_steps: each time training passes a multiple of this many env steps, and at
+        the end, play the evaluation policy and write `videos/step_<env_steps>.gif` in the run
+        directory (and log it to W&B when that is on); 0 turns it off. A multi-run program
+        (seeds, sweeps) films its first run.
+      episodes: episodes per video, one after another.
+      max_steps: frames of one episode at most (an episode still running then is cut).
+      fps: frames per second of the video.
+    """
+
+    every_env_steps: int = 0
+    episodes: int = 1
+    max_steps: int = 500
+    fps: int = 30
+
+    def validate(self) -> None:
+        if self.every_env_steps < 0:
+            raise ValueError(f"render.every_env_steps={self.every_env_steps} must be >= 0")
+        for name in ("episodes", "max_steps", "fps"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"render.{name}={getattr(self, name)} must be >= 1")
+
+
+@dataclasses.dataclass(frozen=True)
+class WandbConfig:
+    """Weights & Biases (needs the `wandb` extra): one W&B run per run directory, with the same
+    records as metrics.jsonl (step = env steps), the resolved config, and the videos. A resumed
+    run continues its W&B run (its id is kept in `wandb_id.txt` in the run directory).
+
+    Attributes:
+      enabled: log to W&B (`--wandb`).
+      project: the W&B project.
+      entity: the W&B entity (user or team); empty means your default.
+      group: a W&B group to file the run under; empty means none.
+      tags: W&B tags.
+      name: the W&B run's name; empty means the run directory's name.
+      mode: "online", "offline" (sync later with `wandb sync`) or empty for W&B's own default
+        (the WANDB_MODE variable, else online).
+    """
+
+    enabled: bool = False
+    project: str = "anakin"
+    entity: str = ""
+    group: str = ""
+    tags: tuple[str, ...] = ()
+    name: str = ""
+    mode: str = ""
+
+    def validate(self) -> None:
+        if self.mode not in ("", "online", "offline"):
+            raise ValueError(f"wandb.mode={self.mode!r} must be online, offline or empty")
+
+
+@dataclasses.dataclass(frozen=True)
 class EnvConfig:
     """The environment to train on.
 
@@ -167,6 +224,8 @@ class TrainConfig(Generic[AlgoConfigT]):
       eval: evaluation during and after training.
       checkpoint: how often to checkpoint, and how many to keep.
       tensorboard: also write TensorBoard event files (needs the `tensorboard` extra).
+      wandb: also log to Weights & Biases (`--wandb`; needs the `wandb` extra).
+      render: videos of the evaluation policy while training (`--render-every N`).
       out: directory under which the run directory is made.
       run_name: the run directory's name; empty means ALGO_ENV_TIMESTAMP.
       stop_return: stop early once a call's mean return of completed episodes reaches this.
@@ -182,6 +241,8 @@ class TrainConfig(Generic[AlgoConfigT]):
     eval: EvalConfig = resumable(EvalConfig())
     checkpoint: CheckpointConfig = resumable(CheckpointConfig())
     tensorboard: bool = resumable(False)
+    wandb: WandbConfig = resumable(WandbConfig())
+    render: RenderConfig = resumable(RenderConfig())
     out: str = resumable("runs")
     run_name: str = resumable("")
     stop_return: float | None = resumable(None)

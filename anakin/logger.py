@@ -8,6 +8,7 @@ import math
 import os
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +115,112 @@ class TensorBoardWriter:
 
     def close(self) -> None:
         self._w.close()
+
+
+class WandbWriter:
+    """The same records as metrics.jsonl, as one Weights & Biases run per run directory.
+
+    Each record is logged at W&B step = its env steps (the x-axis of every chart); numbers
+    only. A multi-run program's `per_run` rows become `run<i>/<key>` (`run0/mean_return`, ...)
+    beside the means over runs, and each run's seed and swept values go into the W&B config
+    (`derived.runs`, as in config.json). The W&B run id is kept in `wandb_id.txt`, so that a
+    resumed run continues the same W&B run (`resume="must"`); records that a resume redoes
+    (those past its checkpoint) are not logged twice.
+
+    Args:
+      run_dir: the run directory (W&B's local files go to `run_dir/wandb` unless WANDB_DIR
+        is set).
+      config: the resolved config, as written to config.json.
+      project, entity, group, tags, name, mode: W&B's own (see `anakin.config.WandbConfig`).
+    """
+
+    def __init__(
+        self,
+        run_dir: Path,
+        config: dict[str, Any],
+        *,
+        project: str,
+        entity: str = "",
+        group: str = "",
+        tags: tuple[str, ...] = (),
+        name: str = "",
+        mode: str = "",
+        quiet: bool = False,
+    ):
+        wandb = require_wandb()
+        id_file = Path(run_dir) / WANDB_ID_FILE
+        resuming = id_file.exists()
+        run_id = id_file.read_text().strip() if resuming else uuid.uuid4().hex[:12]
+        if not resuming:
+            id_file.write_text(run_id + "\n")
+        self._wandb = wandb
+        self._run = wandb.init(
+            project=project,
+            entity=entity or None,
+            group=group or None,
+            tags=list(tags) or None,
+            name=name or Path(run_dir).name,
+            mode=mode or None,
+            id=run_id,
+            resume="must" if resuming else None,
+            dir=None if os.environ.get("WANDB_DIR") else str(run_dir),
+            config=config,
+            settings=wandb.Settings(silent=quiet),
+        )
+        if resuming:  # a resume may change what it reports (eval, checkpoints, ...)
+            self._run.config.update(config, allow_val_change=True)
+        self._next_step = self._run.step  # W&B's next step: 0 when new or offline
+
+    @property
+    def run_id(self) -> str:
+        return self._run.id
+
+    def write(self, record: dict[str, Any]) -> None:
+        step = record["env_steps"]
+        if step < self._next_step:  # already logged before the resume's checkpoint
+            return
+        self._run.log(wandb_values(record), step=step)
+
+    def video(self, env_steps: int, path: Path) -> None:
+        """A video file, logged as `video` at step `env_steps` (with that step's record)."""
+        if env_steps >= self._next_step:
+            self._run.log({"video": self._wandb.Video(str(path))}, step=env_steps)
+
+    def close(self, exit_code: int = 0) -> None:
+        self._run.finish(exit_code=exit_code)
+
+
+WANDB_ID_FILE = "wandb_id.txt"
+
+
+def require_wandb() -> Any:
+    """The `wandb` module, or ValueError with the install command."""
+    try:
+        import wandb
+    except ImportError:
+        raise ValueError(
+            'wandb.enabled needs the wandb package: pip install -e ".[wandb]"'
+        ) from None
+    return wandb
+
+
+def wandb_values(record: dict[str, Any]) -> dict[str, float | int]:
+    """The numbers of a record as W&B logs them: top-level numbers (not env_steps, the step),
+    and each run's numbers as `run<i>/<key>` (not its seed or swept values, which are config)."""
+
+    def numbers(d: dict[str, Any]) -> dict[str, float | int]:
+        return {
+            k: v
+            for k, v in d.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and v is not None
+        }
+
+    out = {k: v for k, v in numbers(record).items() if k != "env_steps"}
+    for i, row in enumerate(record.get("per_run", [])):
+        for k, v in numbers(row).items():
+            if k != "seed" and not k.startswith("algo."):
+                out[f"run{i}/{k}"] = v
+    return out
 
 
 def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:

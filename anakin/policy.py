@@ -1,10 +1,12 @@
-"""A saved policy: a checkpoint's learner read back on this machine, evaluated, or recorded
-into a dataset (the core of `anakin evaluate`, `anakin collect` and the Python API)."""
+"""A saved policy: a checkpoint's learner read back on this machine, evaluated, recorded into
+a dataset, or filmed (the core of `anakin evaluate`, `anakin collect`, `anakin render` and the
+Python API). Episodes run on device; `anakin.render` draws the frames on the host."""
 
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -18,6 +20,7 @@ from anakin import dataset as dataset_lib
 from anakin import devices as dev
 from anakin import episodes as episodes_lib
 from anakin import logger, loop, offline
+from anakin import render as render_lib
 from anakin import runs as runs_lib
 from anakin.checkpoint import Checkpointer
 from anakin.config import EvalConfig, TrainConfig, train_config_from_dict
@@ -231,3 +234,119 @@ def episodes_to_steps(eps: episodes_lib.Episodes, limit: int):
         cols["episode_start"].append(start)
     returns = np.asarray(eps.result.returns)[:limit]
     return returns, {k: jax.tree.map(lambda *xs: np.concatenate(xs), *v) for k, v in cols.items()}
+
+
+class VideoStep(NamedTuple):
+    """What a video keeps of each step (leaves [B, ...] on device)."""
+
+    state: Any  # the adapter's own state (EpisodeStatistics' bookkeeping taken off)
+    obs: Any
+    action: jax.Array
+    reward: jax.Array
+
+
+def record_video(step: episodes_lib.StepRecord) -> VideoStep:
+    """The recording hook of videos: the adapter's state each observation was made in, with
+    the observation, action and reward for the caption (and the generic picture)."""
+    state = step.env_state
+    while isinstance(state, envs.wrappers.EpisodeStatsState):
+        state = state.env_state
+    return VideoStep(state=state, obs=step.obs, action=step.action, reward=step.reward)
+
+
+def film_devices() -> list[jax.Device]:
+    """Where videos are played: this process's first device."""
+    return jax.local_devices()[:1]
+
+
+class Film(NamedTuple):
+    frames: list[np.ndarray]  # uint8 RGB [H, W, 3], one per step of every episode in turn
+    returns: np.ndarray  # [episodes]
+    lengths: np.ndarray  # [episodes] int; frames = lengths.sum()
+
+
+def make_filmer(
+    algorithm: Algorithm,
+    env: Any,
+    env_params: Any,
+    *,
+    episodes: int,
+    max_steps: int,
+    title: str = "",
+) -> Callable[[Any, jax.Array], Film]:
+    """`film(learner, key) -> Film`: `episodes` episodes of the evaluation policy, played side
+    by side on this process's first device (`film_devices`; compiled on the first call only),
+    then drawn on the host one after another (see `anakin.render`). `learner` is one copy with
+    a leading axis of 1 on that device (`dev.replicate(learner, film_devices())`, or a training
+    state's first shard, which needs no copy)."""
+    devices = film_devices()
+    run = episodes_lib.make_episode_runner(
+        algorithm,
+        env,
+        env_params,
+        num_episodes=episodes,
+        max_steps=max_steps,
+        devices=devices,
+        record=record_video,
+    )
+    adapter = env.unwrapped
+
+    def film(learner: Any, key: jax.Array) -> Film:
+        eps = run(learner, key)
+        steps = jax.tree.map(np.asarray, eps.recorded)  # [max_steps, episodes, ...]
+        lengths = np.asarray(eps.result.lengths)
+        recorded = [
+            render_lib.EpisodeSteps(
+                **jax.tree.map(lambda x, i=i, n=int(n): x[:n, i], steps)._asdict()
+            )
+            for i, n in enumerate(lengths)
+        ]
+        frames = render_lib.draw_episodes(adapter, env_params, recorded, title)
+        return Film(frames, np.asarray(eps.result.returns), lengths)
+
+    return film
+
+
+def render_checkpoint(
+    run_dir: Path,
+    out: Path,
+    episodes: int = 1,
+    step: int | None = None,
+    max_steps: int = 1000,
+    fps: int = 30,
+    seed: int = 0,
+    run: int = 0,
+    overwrite: bool = False,
+) -> dict[str, Any]:
+    """Films `episodes` episodes of a saved policy's evaluation policy (greedy, or the
+    algorithm's evaluation epsilon) into a GIF or MP4 at `out`. Checks every argument (and
+    that the `render` extra is installed) before loading anything; writes nothing on error."""
+    for name, value in (("episodes", episodes), ("max-steps", max_steps), ("fps", fps)):
+        if value < 1:
+            raise ValueError(f"--{name}={value} must be >= 1")
+    out = Path(out)
+    render_lib.check_out(out, overwrite)
+    render_lib.require(out)
+    saved = load_policy(Path(run_dir), step)
+    algorithm, learner = saved.run(run)
+    t0 = time.monotonic()
+    film = make_filmer(
+        algorithm,
+        saved.env,
+        saved.env_params,
+        episodes=episodes,
+        max_steps=max_steps,
+        title=saved.cfg.env.name,
+    )(dev.replicate(learner, film_devices()), jax.random.PRNGKey(seed))
+    size = render_lib.write_video(out, film.frames, fps)
+    return {
+        "out": str(out),
+        "frames": len(film.frames),
+        "bytes": size,
+        "episodes": episodes,
+        "returns": film.returns.tolist(),
+        "lengths": film.lengths.tolist(),
+        "step": saved.step,
+        "run": run,
+        "render_time": time.monotonic() - t0,
+    }

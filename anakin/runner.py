@@ -18,11 +18,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+import algorithms
 from anakin import devices as dev
 from anakin import logger
+from anakin import policy as policy_lib
+from anakin import render as render_lib
 from anakin.checkpoint import Checkpointer
 from anakin.config import TrainConfig, to_dict
-from anakin.policy import SavedPolicy, collect, evaluate_checkpoint, load_policy
+from anakin.policy import SavedPolicy, collect, evaluate_checkpoint, load_policy, render_checkpoint
 from anakin.records import (
     call_record,
     diverged,
@@ -40,7 +43,7 @@ from anakin.rundir import (
     load_saved_config,
 )
 from anakin.setup import Setup, describe_run, make_build, make_runs, setup
-from anakin.types import RunnerState
+from anakin.types import Layout, RunnerState
 
 
 class RunResult(NamedTuple):
@@ -83,6 +86,7 @@ class _Reporter:
         self,
         run_dir: Path,
         cfg: TrainConfig,
+        description: dict[str, Any],
         total: int,
         title: str,
         primary: bool,
@@ -96,18 +100,95 @@ class _Reporter:
             if (primary and cfg.tensorboard)
             else None
         )
+        w = cfg.wandb
+        self.wandb = (
+            logger.WandbWriter(
+                run_dir,
+                description,
+                project=w.project,
+                entity=w.entity,
+                group=w.group,
+                tags=w.tags,
+                name=w.name,
+                mode=w.mode,
+                quiet=cfg.quiet,
+            )
+            if (primary and w.enabled)
+            else None
+        )
 
     def write(self, record: dict[str, Any], final: bool) -> None:
         if self.writer:
             self.writer.write(record)
         if self.tb:
             self.tb.write(record)
+        if self.wandb:
+            self.wandb.write(record)
         self.progress.update(record, final=final)
 
-    def close(self) -> None:
+    def video(self, env_steps: int, path: Path) -> None:
+        if self.wandb:
+            self.wandb.video(env_steps, path)
+
+    def close(self, failed: bool = False) -> None:
         for part in (self.writer, self.tb, self.progress):
             if part:
                 part.close()
+        if self.wandb:
+            self.wandb.close(exit_code=1 if failed else 0)
+
+
+def check_reporting(cfg: TrainConfig) -> None:
+    """Raises ValueError (naming the values, or the extra to install) for render and W&B
+    settings that cannot work, before anything is built."""
+    cfg.render.validate()
+    cfg.wandb.validate()
+    if cfg.render.every_env_steps:
+        render_lib.require()
+    if cfg.wandb.enabled:
+        logger.require_wandb()
+
+
+class _Videos:
+    """`--render-every`: films the evaluation policy (a multi-run program's first run) into
+    `videos/step_<env_steps>.gif`; the episode program compiles on the first video."""
+
+    def __init__(self, s: Setup, run_dir: Path):
+        cfg = s.cfg
+        self.dir, self.fps = run_dir / "videos", cfg.render.fps
+        layout = Layout(cfg.arch.num_envs, len(s.devices), cfg.arch.rollout_length)
+        build = make_build(algorithms.get(s.algo_name), cfg, s.spec, layout)
+        hp = {k: np.float32(v) for k, v in s.runs.of(0).items()} if s.runs else {}
+        self.multi_run = s.runs is not None
+        self.film = policy_lib.make_filmer(
+            build(hp),
+            s.env,
+            s.env_params,
+            episodes=cfg.render.episodes,
+            max_steps=cfg.render.max_steps,
+            title=cfg.env.name,
+        )
+        self.seed = cfg.arch.seed
+
+    def __call__(self, state: RunnerState, env_steps: int) -> Path:
+        # The copy on the filming device, where it lies (no host round trip of a replay buffer).
+        target = policy_lib.film_devices()[0]
+
+        def copy_on_target(x: jax.Array) -> jax.Array:
+            for shard in x.addressable_shards:
+                if shard.device == target:
+                    return shard.data
+            return jax.device_put(x.addressable_shards[0].data, target)
+
+        learner = jax.tree.map(copy_on_target, state.learner)
+        if self.multi_run:
+            learner = jax.tree.map(lambda x: x[:, 0], learner)
+        key = jax.random.fold_in(jax.random.PRNGKey(self.seed), env_steps)
+        film = self.film(learner, key)
+        self.dir.mkdir(exist_ok=True)
+        path = self.dir / f"step_{env_steps}.gif"
+        render_lib.write_video(path, film.frames, self.fps)
+        return path
 
 
 class _StopSignals:
@@ -165,6 +246,7 @@ def train(
       CheckpointError: the checkpoint to resume from is missing, partial or corrupted.
     """
     start = time.monotonic()
+    check_reporting(cfg)
     s = prepared or setup(algo_name, cfg)
     arch = cfg.arch
     primary = jax.process_index() == 0
@@ -194,18 +276,21 @@ def train(
         resumed_from = step
         if primary:
             logger.truncate_metrics(run_dir, max_env_steps=meta["env_steps"])
+    description = describe_run(s)
     if primary:
-        logger.write_json(run_dir / "config.json", describe_run(s))
+        logger.write_json(run_dir / "config.json", description)
     memory = memory_per_device(state)
     unit = "samples" if s.dataset_meta is not None else "steps"
     reporter = _Reporter(
         run_dir,
         cfg,
+        description,
         num_calls * per_call,
         f"{algo_name} on {cfg.env.name}, {dev.describe(s.devices)}",
         primary,
         unit,
     )
+    videos = _Videos(s, run_dir) if (primary and cfg.render.every_env_steps) else None
     reporter.progress.message(
         f"training state per device: {format_bytes(memory['state_bytes'])}"
         + (f" (replay {format_bytes(memory['replay_bytes'])})" if "replay_bytes" in memory else "")
@@ -215,8 +300,9 @@ def train(
     records: list[dict[str, Any]] = []
     reached = None
     last_eval: dict[str, Any] = {}
-    train_time = eval_time = checkpoint_time = 0.0
+    train_time = eval_time = checkpoint_time = render_time = 0.0
     interrupted = None
+    failed = True  # until the loop ends without raising
     signals = _StopSignals().__enter__()
     last_save = time.monotonic()
     try:
@@ -270,6 +356,12 @@ def train(
                         p.update(e)
                 eval_time += time.monotonic() - t0
                 record.update(last_eval)
+            if videos and _due(cfg.render.every_env_steps, steps_now, per_call, last):
+                t0 = time.monotonic()
+                path = videos(state, steps_now)
+                reporter.video(steps_now, path)
+                render_time += time.monotonic() - t0
+                record["video"] = str(path.relative_to(run_dir))
             every = cfg.checkpoint.every_seconds
             on_time = every > 0 and time.monotonic() - last_save >= every
             if checkpointer and (
@@ -295,9 +387,10 @@ def train(
             records.append(record)
             if last:
                 break
+        failed = False
     finally:
         signals.__exit__()
-        reporter.close()
+        reporter.close(failed)
         if checkpointer:
             checkpointer.close()
 
@@ -311,6 +404,7 @@ def train(
         "train_time": train_time,
         "eval_time": eval_time,
         "checkpoint_time": checkpoint_time,
+        "render_time": render_time,
         "sps": (len(records) * per_call / train_time) if records else None,
         "final_mean_return": returns[-1] if returns else None,
         "best_mean_return": max(returns) if returns else None,
@@ -361,6 +455,7 @@ __all__ = [
     "Setup",
     "TrainingDiverged",
     "check_resume",
+    "check_reporting",
     "check_same_devices",
     "collect",
     "describe_run",
@@ -372,6 +467,7 @@ __all__ = [
     "make_runs",
     "memory_per_device",
     "params_divergence",
+    "render_checkpoint",
     "setup",
     "train",
 ]

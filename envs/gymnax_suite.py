@@ -33,6 +33,7 @@ class GymnaxAdapter:
     def __init__(self, env: gymnax.environments.environment.Environment, name: str = ""):
         self.gymnax_env = env
         self.name = name or env.name
+        self._picture: _Picture | None = None  # gymnax's drawing of this env, made on first use
 
     @property
     def default_params(self) -> Any:
@@ -71,6 +72,97 @@ class GymnaxAdapter:
 
     def observation_space(self, params: Any) -> Any:
         return self.gymnax_env.observation_space(params)
+
+    def render(self, state: Any, params: Any) -> np.ndarray | None:
+        """One state (host arrays, no batch axis) drawn by gymnax's own visualiser
+        (`gymnax.visualize`: Gymnasium's classic-control pictures, Catch, MinAtar, the mazes,
+        PointRobot) as uint8 RGB [H, W, 3]; None for an environment it has no picture of. The
+        classic-control tasks need pygame (the `render` extra)."""
+        if self._picture is None:
+            self._picture = _Picture(self.gymnax_env, state, params)
+        return self._picture.draw(state, params)
+
+
+# gymnax.visualize's (init, update) pairs for environments drawn with matplotlib, by env.name.
+_MATPLOTLIB = {
+    "Catch-bsuite": (
+        "vis_catch",
+        "init_catch",
+        lambda v, im, env, s, p: v.update_catch(im, env, s),
+    ),
+    "FourRooms-misc": ("vis_maze", "init_maze", lambda v, im, env, s, p: v.update_maze(im, env, s)),
+    "MetaMaze-misc": ("vis_maze", "init_maze", lambda v, im, env, s, p: v.update_maze(im, env, s)),
+    "PointRobot-misc": (
+        "vis_circle",
+        "init_circle",
+        lambda v, im, env, s, p: v.update_circle(im, env, s),
+    ),
+    **{
+        name: (
+            "vis_minatar",
+            "init_minatar",
+            lambda v, im, env, s, p: v.update_minatar(im, env, s, p),
+        )
+        for name in (
+            "Asterix-MinAtar",
+            "Breakout-MinAtar",
+            "Freeway-MinAtar",
+            "Seaquest-MinAtar",
+            "SpaceInvaders-MinAtar",
+            "Pong-misc",
+        )
+    },
+}
+
+
+class _Picture:
+    """What `GymnaxAdapter.render` draws with, kept between frames: a Gymnasium environment for
+    the classic-control tasks (as `gymnax.visualize.vis_gym.render_gym_frame` uses, but made
+    once rather than per frame), or a matplotlib figure updated by gymnax's `update_*`."""
+
+    def __init__(self, env: Any, state: Any, params: Any):
+        import importlib
+
+        from gymnax.visualize import vis_gym
+
+        self.env, self.name = env, env.name
+        self.gym_env = self.canvas = None
+        if self.name in vis_gym.SUPPORTED_GYM_ENVS:
+            import os
+
+            os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # no window, no sound device
+            os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+            import gymnasium
+
+            self.gym_env = gymnasium.make(self.name, render_mode="rgb_array")
+            self.gym_env.reset(seed=0)
+        elif self.name in _MATPLOTLIB:
+            from matplotlib.backends.backend_agg import FigureCanvasAgg
+            from matplotlib.figure import Figure
+
+            module, init, self.update = _MATPLOTLIB[self.name]
+            self.vis = importlib.import_module(f"gymnax.visualize.{module}")
+            fig = Figure(figsize=(4, 4), dpi=80)
+            self.canvas = FigureCanvasAgg(fig)
+            ax = fig.add_subplot()
+            self.artists = getattr(self.vis, init)(ax, env, state, params)
+            fig.tight_layout()
+
+    def draw(self, state: Any, params: Any) -> np.ndarray | None:
+        if self.gym_env is not None:
+            from gymnax.visualize import vis_gym
+
+            inner = self.gym_env.unwrapped
+            vis_gym.set_gym_params(inner, self.name, params)
+            inner.state = vis_gym.get_gym_state(state, self.name)
+            if self.name == "Pendulum-v1":
+                inner.last_u = np.asarray(state.last_u, dtype=np.float64)
+            return np.asarray(self.gym_env.render(), np.uint8)
+        if self.canvas is not None:
+            self.update(self.vis, self.artists, self.env, state, params)
+            self.canvas.draw()
+            return np.asarray(self.canvas.buffer_rgba())[..., :3].copy()
+        return None
 
 
 def names() -> list[str]:

@@ -1,0 +1,229 @@
+"""Drawing recorded episodes on the host, and writing them as a video (the `render` extra).
+
+Episodes are played on device (`anakin.policy.make_filmer`); only the drawing happens here.
+Each frame is the environment's own picture of its state when its adapter offers one (the
+optional `Renderable` hook below), otherwise a generic picture of the observation: an image
+observation (rank 3) as an image, anything else as a bar plot of the observation's entries.
+Every frame gets a caption line (episode, step, action, reward, return so far).
+
+The hook, for a suite's adapter (`envs/<suite>_suite.py`)::
+
+    def render(self, state, params) -> np.ndarray | None
+
+draws one environment's state (the adapter's own state, as its `reset_env` and `step_env`
+return it, with host numpy leaves and no batch axis) as uint8 RGB [H, W, 3], the same size for
+every state; or returns None when it has no picture of this environment. gymnax's adapter
+implements it with gymnax's own visualiser (`envs.gymnax_suite.GymnaxAdapter.render`).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any, NamedTuple, Protocol, runtime_checkable
+
+import jax
+import numpy as np
+
+INSTALL = 'pip install -e ".[render]"'
+FORMATS = (".gif", ".mp4")
+
+
+@runtime_checkable
+class Renderable(Protocol):
+    """An adapter that can draw its own states (see the module docstring)."""
+
+    def render(self, state: Any, params: Any) -> np.ndarray | None: ...
+
+
+class EpisodeSteps(NamedTuple):
+    """One recorded episode on the host, leaves [T, ...] (T = its length)."""
+
+    state: Any  # the adapter's state each observation was made in
+    obs: Any  # o_t, as the agent saw it (after the observation wrappers)
+    action: np.ndarray  # a_t
+    reward: np.ndarray  # r_t, float [T]
+
+
+def require(out: Path | str = "x.gif") -> None:
+    """Raises ValueError with the install command when what writes `out` is not installed."""
+    needed = ("imageio", "PIL", "matplotlib", "pygame")  # pygame: Gymnasium's pictures
+    missing = [m for m in needed if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ValueError(f"videos need {', '.join(missing)}: {INSTALL}")
+    if Path(out).suffix.lower() == ".mp4" and importlib.util.find_spec("imageio_ffmpeg") is None:
+        raise ValueError(
+            "an .mp4 video needs imageio-ffmpeg: pip install imageio-ffmpeg (or write a .gif)"
+        )
+
+
+def check_out(out: Path, overwrite: bool = False) -> None:
+    """Raises ValueError (naming the problem) unless a video can be written to `out`: a .gif or
+    .mp4 name in an existing, writable directory, not already there unless `overwrite`. Writes
+    nothing (a probe file is made and removed)."""
+    if out.is_dir():
+        raise ValueError(f"--out {out} is a directory; name a file in it, e.g. {out / 'agent.gif'}")
+    if out.suffix.lower() not in FORMATS:
+        raise ValueError(f"--out {out}: write a {' or '.join(FORMATS)} file")
+    if out.exists() and not overwrite:
+        raise ValueError(f"--out {out} already exists; pass --overwrite to replace it")
+    parent = out.parent
+    if not parent.is_dir():
+        raise ValueError(f"--out {out}: the directory {parent} does not exist")
+    try:
+        fd, probe = tempfile.mkstemp(dir=parent, prefix=f".{out.name}.", suffix=".probe")
+    except OSError as e:
+        raise ValueError(f"--out {out}: cannot write in {parent} ({e.strerror})") from None
+    os.close(fd)
+    os.remove(probe)
+
+
+def write_video(out: Path, frames: list[np.ndarray], fps: int) -> int:
+    """Writes `frames` (uint8 RGB [H, W, 3], all one size) as a GIF (looping) or an MP4, chosen
+    by the suffix, atomically (a temporary file renamed over `out`); returns its size in
+    bytes."""
+    import imageio.v3 as iio
+
+    suffix = out.suffix.lower()
+    tmp = out.with_name(f".{out.stem}.tmp{out.suffix}")  # ffmpeg reads the suffix
+    try:
+        if suffix == ".gif":
+            iio.imwrite(tmp, np.stack(frames), extension=".gif", duration=1000 / fps, loop=0)
+        else:
+            # H.264 wants sides that are multiples of 16: pad with white rather than let
+            # ffmpeg rescale. ffmpeg runs as a subprocess (fork + exec, which is safe, though
+            # JAX warns about any fork).
+            h, w = frames[0].shape[:2]
+            pad = ((0, 0), (0, -h % 16), (0, -w % 16), (0, 0))
+            video = np.pad(np.stack(frames), pad, constant_values=255)
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", "os.fork", RuntimeWarning)
+                iio.imwrite(tmp, video, extension=".mp4", plugin="FFMPEG", fps=fps)
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return out.stat().st_size
+
+
+def draw_episodes(
+    adapter: Any, params: Any, episodes: list[EpisodeSteps], title: str = ""
+) -> list[np.ndarray]:
+    """Frames of `episodes` one after another: one per step, each the environment's picture
+    of the state (when `adapter` is `Renderable` and has one) or of the observation, under a
+    caption."""
+    if not episodes:
+        return []
+    first = jax.tree.map(lambda x: x[0], episodes[0].state)
+    own = isinstance(adapter, Renderable) and adapter.render(first, params) is not None
+    picture = None if own else ObservationPicture([e.obs for e in episodes])
+    frames = []
+    for i, ep in enumerate(episodes):
+        ret = 0.0
+        for t in range(len(ep.reward)):
+            ret += float(ep.reward[t])
+            if own:
+                image = adapter.render(jax.tree.map(lambda x, t=t: x[t], ep.state), params)
+            else:
+                image = picture.draw(jax.tree.map(lambda x, t=t: x[t], ep.obs))
+            caption = (
+                f"{title}  episode {i + 1}/{len(episodes)}  step {t}  "
+                f"action {_fmt(ep.action[t])}  reward {float(ep.reward[t]):.2f}  return {ret:.2f}"
+            )
+            frames.append(with_caption(np.asarray(image, np.uint8), caption.strip()))
+    return frames
+
+
+def _fmt(action: np.ndarray) -> str:
+    a = np.asarray(action)
+    if a.ndim == 0:
+        return str(a.item()) if a.dtype.kind in "iub" else f"{a.item():.2f}"
+    return "[" + " ".join(f"{v:.2f}" for v in a.reshape(-1)[:6]) + (" ...]" if a.size > 6 else "]")
+
+
+def with_caption(image: np.ndarray, text: str) -> np.ndarray:
+    """`image` (uint8 RGB [H, W, 3]) under a white strip with `text` in it."""
+    from PIL import Image, ImageDraw
+
+    h, w = image.shape[:2]
+    strip = 18
+    canvas = Image.new("RGB", (w, h + strip), "white")
+    canvas.paste(Image.fromarray(image[..., :3]), (0, strip))
+    ImageDraw.Draw(canvas).text((4, 3), text, fill="black")
+    return np.asarray(canvas)
+
+
+class ObservationPicture:
+    """The generic picture of an observation, for environments that draw nothing of their own:
+    its first rank-3 entry as an image (1 or 3 channels as they are, more as the index of the
+    highest set channel, like MinAtar's pictures), otherwise a bar plot of all its entries with
+    the y-range of the whole recording, so bars do not jump between frames."""
+
+    def __init__(self, recorded: list[Any]):
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+
+        leaves = jax.tree.leaves(recorded[0])
+        self.image_leaf = next((i for i, x in enumerate(leaves) if x.ndim == 4), None)  # [T, ...]
+        fig = Figure(figsize=(5, 4), dpi=80)
+        self.canvas = FigureCanvasAgg(fig)
+        ax = fig.add_subplot()
+        if self.image_leaf is not None:
+            sample = self._image(leaves[self.image_leaf][0])
+            self.artist = ax.imshow(sample, interpolation="none", **self._norm(leaves))
+            ax.set_xticks([])
+            ax.set_yticks([])
+            ax.set_title("observation")
+        else:
+            flat = [self._flat(r) for r in recorded]  # each [T, N]
+            lo = min(float(f.min()) for f in flat)
+            hi = max(float(f.max()) for f in flat)
+            pad = 0.05 * (hi - lo) or 1.0
+            n = flat[0].shape[1]
+            self.artist = ax.bar(np.arange(n), np.zeros(n), color="tab:blue")
+            ax.set_ylim(min(lo, 0.0) - pad, max(hi, 0.0) + pad)
+            ax.axhline(0.0, color="black", linewidth=0.5)
+            ax.set_xlabel("observation entry")
+            ax.set_title("observation")
+        fig.tight_layout()
+
+    @staticmethod
+    def _flat(tree: Any) -> np.ndarray:
+        """[T, N] float: every leaf of a [T, ...] observation tree, flattened and joined."""
+        leaves = jax.tree.leaves(tree)
+        return np.concatenate(
+            [np.asarray(x, np.float32).reshape(x.shape[0], -1) for x in leaves], axis=1
+        )
+
+    def _norm(self, leaves: list) -> dict[str, Any]:
+        x = leaves[self.image_leaf]
+        c = x.shape[-1]
+        if c == 1:
+            return {"cmap": "gray", "vmin": float(np.min(x)), "vmax": float(np.max(x))}
+        if c == 3:
+            return {}
+        return {"cmap": "cubehelix", "vmin": 0, "vmax": c}
+
+    @staticmethod
+    def _image(x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x, np.float32)
+        c = x.shape[-1]
+        if c == 1:
+            return x[..., 0]
+        if c == 3:
+            return np.clip(x / 255.0 if x.max() > 1.0 else x, 0.0, 1.0)
+        # Several binary channels: each cell's highest set channel (1..C), 0 where none is set.
+        return np.max((x > 0) * (np.arange(c) + 1), axis=-1)
+
+    def draw(self, obs: Any) -> np.ndarray:
+        leaves = jax.tree.leaves(obs)
+        if self.image_leaf is not None:
+            self.artist.set_data(self._image(leaves[self.image_leaf]))
+        else:
+            values = self._flat(jax.tree.map(lambda x: np.asarray(x)[None], obs))[0]
+            for bar, v in zip(self.artist, values, strict=True):
+                bar.set_height(float(v))
+        self.canvas.draw()
+        return np.asarray(self.canvas.buffer_rgba())[..., :3].copy()
