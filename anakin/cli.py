@@ -56,7 +56,7 @@ def _train(argv: list[str]) -> int:
     import tyro
 
     import algorithms
-    from anakin import runner
+    from anakin import logger, runner
     from anakin.checkpoint import CheckpointError
     from anakin.config import TrainConfig
 
@@ -119,7 +119,7 @@ def _train(argv: list[str]) -> int:
         result = runner.train(known.algo, cfg, prepared, resume=resume)
     except (runner.TrainingDiverged, CheckpointError) as e:
         return _error("train", str(e), code=3)
-    except runner.NothingToResume as e:
+    except (runner.NothingToResume, logger.SinkError) as e:
         return _error("train", str(e))
     except KeyboardInterrupt:
         return _error(

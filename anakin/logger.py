@@ -117,6 +117,10 @@ class TensorBoardWriter:
         self._w.close()
 
 
+class SinkError(RuntimeError):
+    """A metrics sink (W&B) could not start; the message says why and what to do."""
+
+
 class WandbWriter:
     """The same records as metrics.jsonl, as one Weights & Biases run per run directory.
 
@@ -151,24 +155,31 @@ class WandbWriter:
         id_file = Path(run_dir) / WANDB_ID_FILE
         resuming = id_file.exists()
         run_id = id_file.read_text().strip() if resuming else uuid.uuid4().hex[:12]
-        if not resuming:
-            id_file.write_text(run_id + "\n")
         self._wandb = wandb
-        self._run = wandb.init(
-            project=project,
-            entity=entity or None,
-            group=group or None,
-            tags=list(tags) or None,
-            name=name or Path(run_dir).name,
-            mode=mode or None,
-            id=run_id,
-            resume="must" if resuming else None,
-            dir=None if os.environ.get("WANDB_DIR") else str(run_dir),
-            config=config,
-            settings=wandb.Settings(silent=quiet),
-        )
+        try:
+            self._run = wandb.init(
+                project=project,
+                entity=entity or None,
+                group=group or None,
+                tags=list(tags) or None,
+                name=name or Path(run_dir).name,
+                mode=mode or None,
+                id=run_id,
+                resume="must" if resuming else None,
+                dir=None if os.environ.get("WANDB_DIR") else str(run_dir),
+                config=config,
+                settings=wandb.Settings(silent=quiet),
+            )
+        except wandb.errors.Error as e:  # not logged in, no network, a bad entity, ...
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise SinkError(
+                f"W&B could not start: {first} (run `wandb login`, or pass "
+                "--wandb.mode offline and `wandb sync` the run later)"
+            ) from None
         if resuming:  # a resume may change what it reports (eval, checkpoints, ...)
             self._run.config.update(config, allow_val_change=True)
+        else:
+            id_file.write_text(run_id + "\n")
         self._next_step = self._run.step  # W&B's next step: 0 when new or offline
 
     @property

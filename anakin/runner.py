@@ -93,14 +93,7 @@ class _Reporter:
         unit: str = "steps",
     ):
         self.primary = primary
-        self.progress = logger.Progress(total, title, quiet=cfg.quiet or not primary, unit=unit)
-        self.writer = logger.MetricsWriter(run_dir / "metrics.jsonl") if primary else None
-        self.tb = (
-            logger.TensorBoardWriter(run_dir / "tensorboard")
-            if (primary and cfg.tensorboard)
-            else None
-        )
-        w = cfg.wandb
+        w = cfg.wandb  # first: the one that may fail to start (logger.SinkError)
         self.wandb = (
             logger.WandbWriter(
                 run_dir,
@@ -114,6 +107,13 @@ class _Reporter:
                 quiet=cfg.quiet,
             )
             if (primary and w.enabled)
+            else None
+        )
+        self.progress = logger.Progress(total, title, quiet=cfg.quiet or not primary, unit=unit)
+        self.writer = logger.MetricsWriter(run_dir / "metrics.jsonl") if primary else None
+        self.tb = (
+            logger.TensorBoardWriter(run_dir / "tensorboard")
+            if (primary and cfg.tensorboard)
             else None
         )
 
@@ -244,6 +244,7 @@ def train(
       TrainingDiverged: the loss or parameters became non-finite (nothing was checkpointed
         after the last good state).
       CheckpointError: the checkpoint to resume from is missing, partial or corrupted.
+      logger.SinkError: W&B was asked for and could not start (before compiling).
     """
     start = time.monotonic()
     check_reporting(cfg)

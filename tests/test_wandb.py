@@ -144,3 +144,18 @@ def test_missing_wandb_package_is_one_line_naming_the_extra(monkeypatch):
         runner.check_reporting(TrainConfig(algo=algo, wandb=WandbConfig(enabled=True)))
     with pytest.raises(ValueError, match="wandb.mode='later'"):
         runner.check_reporting(TrainConfig(algo=algo, wandb=WandbConfig(mode="later")))
+
+
+def test_wandb_that_cannot_start_is_one_line_before_compiling(tmp_path, monkeypatch, capsys):
+    from anakin import cli
+
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc, no W&B settings: not logged in
+    for var in ("WANDB_DIR", "WANDB_CONFIG_DIR", "WANDB_CACHE_DIR", "WANDB_DATA_DIR"):
+        monkeypatch.setenv(var, str(tmp_path / "wandb-home"))
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    args = ["train", "impala", "--preset", "tiny", "--out", str(tmp_path), "--quiet"]
+    assert cli.main([*args, "--wandb", "--wandb.mode", "online"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("anakin train: error: W&B could not start:") and "\n" not in err
+    assert "--wandb.mode offline" in err
