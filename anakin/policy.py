@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -260,9 +260,10 @@ def film_devices() -> list[jax.Device]:
 
 
 class Film(NamedTuple):
-    frames: list[np.ndarray]  # uint8 RGB [H, W, 3], one per step of every episode in turn
+    frames: Iterator[np.ndarray]  # uint8 RGB [H, W, 3], one per step of every episode in
+    # turn (lengths.sum() of them), drawn as they are read
     returns: np.ndarray  # [episodes]
-    lengths: np.ndarray  # [episodes] int; frames = lengths.sum()
+    lengths: np.ndarray  # [episodes] int
 
 
 def make_filmer(
@@ -338,10 +339,10 @@ def render_checkpoint(
         max_steps=max_steps,
         title=saved.cfg.env.name,
     )(dev.replicate(learner, film_devices()), jax.random.PRNGKey(seed))
-    size = render_lib.write_video(out, film.frames, fps)
+    frames, size = render_lib.write_video(out, film.frames, fps)
     return {
         "out": str(out),
-        "frames": len(film.frames),
+        "frames": frames,
         "bytes": size,
         "episodes": episodes,
         "returns": film.returns.tolist(),

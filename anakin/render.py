@@ -18,10 +18,12 @@ implements it with gymnax's own visualiser (`envs.gymnax_suite.GymnaxAdapter.ren
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import tempfile
 import warnings
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
@@ -50,7 +52,9 @@ class EpisodeSteps(NamedTuple):
 
 def require(out: Path | str = "x.gif") -> None:
     """Raises ValueError with the install command when what writes `out` is not installed."""
-    needed = ("imageio", "PIL", "matplotlib", "pygame")  # pygame: Gymnasium's pictures
+    needed = ["PIL", "matplotlib", "pygame"]  # pygame: Gymnasium's pictures
+    if Path(out).suffix.lower() == ".mp4":
+        needed.append("imageio")
     missing = [m for m in needed if importlib.util.find_spec(m) is None]
     if missing:
         raise ValueError(f"videos need {', '.join(missing)}: {INSTALL}")
@@ -81,45 +85,84 @@ def check_out(out: Path, overwrite: bool = False) -> None:
     os.remove(probe)
 
 
-def write_video(out: Path, frames: list[np.ndarray], fps: int) -> int:
-    """Writes `frames` (uint8 RGB [H, W, 3], all one size) as a GIF (looping) or an MP4, chosen
-    by the suffix, atomically (a temporary file renamed over `out`); returns its size in
-    bytes."""
-    import imageio.v3 as iio
-
-    suffix = out.suffix.lower()
+def write_video(out: Path, frames: Iterable[np.ndarray], fps: int) -> tuple[int, int]:
+    """Writes `frames` (uint8 RGB [H, W, 3], all one size) as a looping GIF, or an MP4, chosen
+    by the suffix, atomically (a temporary file renamed over `out`). Frames are consumed one
+    at a time, so a long video never holds every RGB frame in memory. Returns (frames, bytes).
+    """
     tmp = out.with_name(f".{out.stem}.tmp{out.suffix}")  # ffmpeg reads the suffix
+    count = 0
+
+    def counted(it: Iterable[np.ndarray]) -> Iterator[np.ndarray]:
+        nonlocal count
+        for frame in it:
+            count += 1
+            yield frame
+
     try:
-        if suffix == ".gif":
-            iio.imwrite(tmp, np.stack(frames), extension=".gif", duration=1000 / fps, loop=0)
+        if out.suffix.lower() == ".gif":
+            _write_gif(tmp, counted(frames), fps)
         else:
-            # H.264 wants sides that are multiples of 16: pad with white rather than let
-            # ffmpeg rescale. ffmpeg runs as a subprocess (fork + exec, which is safe, though
-            # JAX warns about any fork).
-            h, w = frames[0].shape[:2]
-            pad = ((0, 0), (0, -h % 16), (0, -w % 16), (0, 0))
-            video = np.pad(np.stack(frames), pad, constant_values=255)
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", "os.fork", RuntimeWarning)
-                iio.imwrite(tmp, video, extension=".mp4", plugin="FFMPEG", fps=fps)
+            _write_mp4(tmp, counted(frames), fps)
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)
-    return out.stat().st_size
+    return count, out.stat().st_size
+
+
+def _write_gif(path: Path, frames: Iterator[np.ndarray], fps: int) -> None:
+    """With Pillow directly: a fast octree palette per frame (imageio's default median cut is
+    several times slower), and Pillow keeps only each frame's changed region."""
+    from PIL import Image
+
+    def paletted(it: Iterator[np.ndarray]) -> Iterator[Image.Image]:
+        for frame in it:
+            yield Image.fromarray(frame).quantize(
+                256, method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE
+            )
+
+    images = paletted(frames)
+    first = next(images)
+    first.save(
+        path,
+        format="GIF",
+        save_all=True,
+        append_images=images,
+        duration=1000 / fps,
+        loop=0,
+        optimize=True,
+    )
+
+
+def _write_mp4(path: Path, frames: Iterator[np.ndarray], fps: int) -> None:
+    """With imageio's ffmpeg writer, frame by frame. H.264 wants sides that are multiples of
+    16: frames are padded with white rather than rescaled. ffmpeg runs as a subprocess (fork
+    then exec at once, which is safe, though JAX warns about any fork)."""
+    import imageio.v2 as imageio
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "os.fork", RuntimeWarning)
+        writer = imageio.get_writer(path, format="FFMPEG", fps=fps, macro_block_size=1)
+        try:
+            for frame in frames:
+                h, w = frame.shape[:2]
+                pad = ((0, -h % 16), (0, -w % 16), (0, 0))
+                writer.append_data(np.pad(frame, pad, constant_values=255))
+        finally:
+            writer.close()
 
 
 def draw_episodes(
     adapter: Any, params: Any, episodes: list[EpisodeSteps], title: str = ""
-) -> list[np.ndarray]:
-    """Frames of `episodes` one after another: one per step, each the environment's picture
-    of the state (when `adapter` is `Renderable` and has one) or of the observation, under a
-    caption."""
+) -> Iterator[np.ndarray]:
+    """Frames of `episodes` one after another, drawn as they are asked for: one per step, each
+    the environment's picture of the state (when `adapter` is `Renderable` and has one) or of
+    the observation, under a caption."""
     if not episodes:
-        return []
+        return
     first = jax.tree.map(lambda x: x[0], episodes[0].state)
     own = isinstance(adapter, Renderable) and adapter.render(first, params) is not None
     picture = None if own else ObservationPicture([e.obs for e in episodes])
-    frames = []
     for i, ep in enumerate(episodes):
         ret = 0.0
         for t in range(len(ep.reward)):
@@ -132,8 +175,7 @@ def draw_episodes(
                 f"{title}  episode {i + 1}/{len(episodes)}  step {t}  "
                 f"action {_fmt(ep.action[t])}  reward {float(ep.reward[t]):.2f}  return {ret:.2f}"
             )
-            frames.append(with_caption(np.asarray(image, np.uint8), caption.strip()))
-    return frames
+            yield with_caption(np.asarray(image, np.uint8), caption.strip())
 
 
 def _fmt(action: np.ndarray) -> str:
@@ -151,8 +193,15 @@ def with_caption(image: np.ndarray, text: str) -> np.ndarray:
     strip = 18
     canvas = Image.new("RGB", (w, h + strip), "white")
     canvas.paste(Image.fromarray(image[..., :3]), (0, strip))
-    ImageDraw.Draw(canvas).text((4, 3), text, fill="black")
+    ImageDraw.Draw(canvas).text((4, 3), text, fill="black", font=_font())
     return np.asarray(canvas)
+
+
+@functools.cache
+def _font() -> Any:
+    from PIL import ImageFont
+
+    return ImageFont.load_default()
 
 
 class ObservationPicture:
