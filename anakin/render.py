@@ -171,11 +171,11 @@ def draw_episodes(
                 image = adapter.render(jax.tree.map(lambda x, t=t: x[t], ep.state), params)
             else:
                 image = picture.draw(jax.tree.map(lambda x, t=t: x[t], ep.obs))
-            caption = (
-                f"{title}  episode {i + 1}/{len(episodes)}  step {t}  "
-                f"action {_fmt(ep.action[t])}  reward {float(ep.reward[t]):.2f}  return {ret:.2f}"
+            numbers = (
+                f"episode {i + 1}/{len(episodes)} step {t} action {_fmt(ep.action[t])} "
+                f"reward {float(ep.reward[t]):.2f} return {ret:.2f}"
             )
-            yield with_caption(np.asarray(image, np.uint8), caption.strip())
+            yield with_caption(np.asarray(image, np.uint8), (title, numbers))
 
 
 def _fmt(action: np.ndarray) -> str:
@@ -185,16 +185,23 @@ def _fmt(action: np.ndarray) -> str:
     return "[" + " ".join(f"{v:.2f}" for v in a.reshape(-1)[:6]) + (" ...]" if a.size > 6 else "]")
 
 
-def with_caption(image: np.ndarray, text: str) -> np.ndarray:
-    """`image` (uint8 RGB [H, W, 3]) under a white strip with `text` in it."""
+def with_caption(image: np.ndarray, lines: tuple[str, ...]) -> np.ndarray:
+    """`image` (uint8 RGB [H, W, 3]) under a white strip with `lines` of text, widened with
+    white to at least `CAPTION_WIDTH` so that the text fits; the same size for every frame."""
     from PIL import Image, ImageDraw
 
     h, w = image.shape[:2]
-    strip = 18
-    canvas = Image.new("RGB", (w, h + strip), "white")
-    canvas.paste(Image.fromarray(image[..., :3]), (0, strip))
-    ImageDraw.Draw(canvas).text((4, 3), text, fill="black", font=_font())
+    strip = 4 + 12 * len(lines)
+    width = max(w, CAPTION_WIDTH)
+    canvas = Image.new("RGB", (width, h + strip), "white")
+    canvas.paste(Image.fromarray(image[..., :3]), ((width - w) // 2, strip))
+    draw = ImageDraw.Draw(canvas)
+    for k, line in enumerate(lines):
+        draw.text((4, 2 + 12 * k), line, fill="black", font=_font())
     return np.asarray(canvas)
+
+
+CAPTION_WIDTH = 360  # pixels: the caption's numbers fit in this
 
 
 @functools.cache

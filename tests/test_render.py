@@ -20,7 +20,7 @@ from anakin import cli, logger, policy, render, runner  # noqa: E402
 from anakin.config import EvalConfig, RenderConfig, TrainConfig  # noqa: E402
 from anakin.types import Layout  # noqa: E402
 
-CAPTION = 18  # pixels of the caption strip above each picture
+CAPTION = 28  # pixels of the caption strip above each picture (two lines)
 
 
 def gif_frames(path) -> list[np.ndarray]:
