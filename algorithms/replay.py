@@ -97,6 +97,11 @@ def check_sizes(
             f"multiple of {num_envs}, e.g. {max(1, capacity // num_envs) * num_envs}"
         )
     replay = sequence_layout(layout, capacity, length, period)
+    if replay.capacity * layout.envs_per_device >= 2**31:
+        raise ValueError(
+            f"algo.replay_capacity={capacity} holds {replay.capacity * layout.envs_per_device:,} "
+            "steps per device, more than the 2**31 - 1 that int32 indices address; lower it"
+        )
     need = length + layout.rollout_length
     if replay.capacity < need:
         slots = math.ceil(need / period)

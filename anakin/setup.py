@@ -142,6 +142,9 @@ def setup(algo_name: str, cfg: TrainConfig) -> Setup:
             devices=devices,
             runs=runs,
         )
+    check_memory(
+        build, cfg, spec, env, env_params, devices, runs, None if not entry.offline else data
+    )
     steps_per_call = entry.samples_per_update(cfg.algo, layout) * cfg.arch.updates_per_call
     algorithm = build({})
     evaluate = None
@@ -169,6 +172,68 @@ def setup(algo_name: str, cfg: TrainConfig) -> Setup:
         dataset_meta=dataset_meta,
         runs=runs,
     )
+
+
+def _nbytes(tree: Any) -> int:
+    return sum(math.prod(x.shape) * x.dtype.itemsize for x in jax.tree.leaves(tree))
+
+
+def available_bytes(device: jax.Device, local_devices: int) -> int | None:
+    """Memory one device may use: an accelerator's own limit, or on CPU the host's available
+    memory shared by its local devices; None when the platform does not say."""
+    if device.platform != "cpu":
+        stats = device.memory_stats() or {}
+        return stats.get("bytes_limit")
+    try:
+        with open("/proc/meminfo") as f:
+            info = dict(line.split(":", 1) for line in f)
+        return int(info["MemAvailable"].split()[0]) * 1024 // max(1, local_devices)
+    except (OSError, KeyError, ValueError):
+        return None
+
+
+def check_memory(
+    build: runs_lib.Build,
+    cfg: TrainConfig,
+    spec: envs.EnvSpec,
+    env: Any,
+    env_params: Any,
+    devices: list[jax.Device],
+    runs: runs_lib.Runs | None,
+    data: Any = None,
+) -> dict[str, int]:
+    """Refuses (ValueError) a run whose training state, replay, dataset and one rollout would
+    not fit in its devices' memory, from shapes alone: before anything is compiled, allocated
+    or written. Returns the estimate's parts (bytes per device)."""
+    n = len(devices)
+    if data is None:
+        state = loop.state_shapes(build, env, env_params, cfg.arch.num_envs, n, runs=runs)
+        per_device = _nbytes(state) // n
+        replay = _nbytes(state.learner.replay) // n
+        # One rollout's transitions: the observation and the final one, plus a few scalars.
+        per_step = 2 * _nbytes(spec.obs) + 64
+        rollout = per_step * cfg.arch.rollout_length * (cfg.arch.num_envs // n)
+        rollout *= runs.num if runs else 1
+    else:
+        per_device = _nbytes(offline.offline_state_shapes(build, n, runs=runs)) // n
+        replay, rollout = 0, _nbytes(data.steps)  # the dataset sits on every device
+    parts = {"state": per_device, "replay": replay, "rollout": rollout}
+    # The state is built once and then laid over the devices, so two copies exist at the peak.
+    need = 2 * per_device + rollout
+    local = [d for d in devices if d.process_index == jax.process_index()]
+    have = available_bytes(local[0] if local else devices[0], len(local) or n)
+    if have is not None and need > have:
+        from anakin.records import format_bytes
+
+        what = ", ".join(f"{k} {format_bytes(v)}" for k, v in parts.items() if v and k != "state")
+        raise ValueError(
+            f"this run needs about {format_bytes(need)} per device (training state "
+            f"{format_bytes(per_device)}, twice while it is placed{'; ' + what if what else ''}) "
+            "but a "
+            f"{devices[0].platform} device here has {format_bytes(have)} available; lower "
+            "arch.num_envs, arch.rollout_length or the replay capacity, or use more devices"
+        )
+    return parts
 
 
 def describe_run(s: Setup) -> dict[str, Any]:

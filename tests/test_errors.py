@@ -47,3 +47,29 @@ def test_a_path_that_is_not_a_run_directory(tmp_path, make_args, message):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "error: " in lines[0] and message in lines[0], proc.stderr
     assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize(
+    "args, part",
+    [
+        (["impala", "--arch.num-envs", "1000000000"], "rollout"),
+        (["impala", "--arch.rollout-length", "100000000"], "rollout"),
+        (["dqn", "--algo.replay-capacity", "1000000000"], "replay"),
+    ],
+)
+def test_sizes_that_cannot_fit_stop_before_compiling_and_leave_no_run_dir(tmp_path, args, part):
+    proc = anakin("train", *args, "--out", str(tmp_path / "runs"), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "this run needs about" in lines[0] and f"{part} " in lines[0]
+    assert "compil" not in proc.stdout  # stopped before the program was compiled
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_replay_beyond_int32_indices_is_refused():
+    proc = anakin("train", "r2d2", "--algo.replay-capacity", "10000000000")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1].startswith(
+        "anakin train: error: algo.replay_capacity=10000000000 holds"
+    )
+    assert "int32 indices" in proc.stderr
