@@ -179,7 +179,8 @@ class Checkpointer:
             except CheckpointError as e:
                 older = [s for s in self.good_steps() if s < step]
                 hint = (
-                    f"; the newest good one is step {older[-1]} (pass --resume-step {older[-1]})"
+                    f"; the newest good one is step {older[-1]} (train --resume-step "
+                    f"{older[-1]}; evaluate, collect and render --step {older[-1]})"
                     if older
                     else "; no good checkpoint is left"
                 )

@@ -818,6 +818,27 @@ def check_spec(meta: dict[str, Any], spec: EnvSpec, name: str = "dataset") -> No
 # --- files ---------------------------------------------------------------------------------
 
 
+def check_output(path: str | os.PathLike, overwrite: bool = False) -> None:
+    """Raises DatasetError (naming the path) unless a dataset can be written to `path`: not a
+    directory, its directory writable, and no file there already unless `overwrite`. Called
+    before a dataset is recorded, so a bad path costs nothing."""
+    name = os.fspath(path)
+    if os.path.isdir(name):
+        raise DatasetError(f"{name}: is a directory; pass a file path such as {name}/demo.npz")
+    if os.path.exists(name) and not overwrite:
+        raise DatasetError(
+            f"{name}: exists already; pass --overwrite to replace it, or choose another path"
+        )
+    directory = os.path.dirname(os.path.abspath(name))
+    parent = directory
+    while not os.path.exists(parent):  # the nearest existing ancestor must let us create it
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise DatasetError(f"{name}: {parent} is a file, not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise DatasetError(f"{name}: cannot write in {parent} (permission denied)")
+
+
 def save(path: str | os.PathLike, dataset: Dataset, *, compress: bool = False) -> None:
     """Checks `dataset` and writes it to `path` atomically (a complete file, or none).
 
@@ -830,19 +851,30 @@ def save(path: str | os.PathLike, dataset: Dataset, *, compress: bool = False) -
         meta_json = json.dumps(dataset.meta, allow_nan=False)
     except (TypeError, ValueError) as e:
         raise _meta_error(name, f"cannot be written as JSON: {e}") from None
+    if os.path.isdir(name):
+        raise DatasetError(f"{name}: is a directory; pass a file path such as {name}/demo.npz")
     directory = os.path.dirname(os.path.abspath(name))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(name)}.", suffix=".tmp", dir=directory)
+    tmp = None
     try:
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(
+            prefix=f".{os.path.basename(name)}.", suffix=".tmp", dir=directory
+        )
         with os.fdopen(fd, "wb") as f:
             write = np.savez_compressed if compress else np.savez
             write(f, **_flatten(dataset), meta=np.array(meta_json))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, name)
+    except OSError as e:  # a full disk, no permission, ...: the old file (if any) is untouched
+        if tmp is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        raise DatasetError(f"{name}: could not be written: {e.strerror or e}") from None
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        if tmp is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
         raise
     with contextlib.suppress(OSError):  # make the rename itself durable, where supported
         dir_fd = os.open(directory, os.O_RDONLY)

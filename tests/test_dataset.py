@@ -296,3 +296,23 @@ def test_spec_mismatch_names_both_environments(tmp_path):
     assert "'CartPole-v1' (observations [4] float32, 2 discrete actions)" in message
     # Same shapes under another name is a different environment too.
     assert "'Other-v0'" in load_error(path, SPEC._replace(name="Other-v0"))
+
+
+def test_output_paths_are_checked_before_recording(tmp_path):
+    existing = tmp_path / "demo.npz"
+    dataset.save(existing, toy())
+    with pytest.raises(dataset.DatasetError, match="is a directory; pass a file path"):
+        dataset.check_output(tmp_path)
+    with pytest.raises(dataset.DatasetError, match="exists already; pass --overwrite"):
+        dataset.check_output(existing)
+    dataset.check_output(existing, overwrite=True)
+    dataset.check_output(tmp_path / "new" / "deeper" / "demo.npz")  # directories are made
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    with pytest.raises(dataset.DatasetError, match="afile is a file, not a directory"):
+        dataset.check_output(afile / "demo.npz")
+    with pytest.raises(dataset.DatasetError, match="could not be written"):
+        dataset.save(afile / "demo.npz", toy())
+    with pytest.raises(dataset.DatasetError, match="is a directory"):
+        dataset.save(tmp_path, toy())
+    assert dataset.load(existing).num_steps == toy().num_steps  # untouched by the failures
