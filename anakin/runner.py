@@ -41,6 +41,7 @@ from anakin.rundir import (
     check_resume,
     check_same_devices,
     load_saved_config,
+    write_description,
 )
 from anakin.setup import Setup, describe_run, make_build, make_runs, setup
 from anakin.types import Layout, RunnerState
@@ -278,8 +279,13 @@ def train(
         if primary:
             logger.truncate_metrics(run_dir, max_env_steps=meta["env_steps"])
     description = describe_run(s)
+    forced: list[str] = []
     if primary:
-        logger.write_json(run_dir / "config.json", description)
+        # The config it replaces goes to config-history.jsonl; a forced change pins the
+        # checkpoint it started from, so `keep` cannot delete the last state before it.
+        forced = write_description(run_dir, description, resumed_from)
+        if forced and checkpointer:
+            checkpointer.pin(resumed_from, f"resumed with --force changing {', '.join(forced)}")
     memory = memory_per_device(state)
     unit = "samples" if s.dataset_meta is not None else "steps"
     reporter = _Reporter(
@@ -297,6 +303,12 @@ def train(
         + (f" (replay {format_bytes(memory['replay_bytes'])})" if "replay_bytes" in memory else "")
         + (f"; resuming from env step {last_good:,}" if resume else "")
     )
+    if forced:
+        reporter.progress.message(
+            f"--force changed {', '.join(forced)}: the previous config is kept in "
+            f"config-history.jsonl"
+            + (f", checkpoint {resumed_from} is pinned" if checkpointer else "")
+        )
 
     records: list[dict[str, Any]] = []
     reached = None

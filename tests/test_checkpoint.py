@@ -304,3 +304,46 @@ def test_resume_refuses_a_dataset_file_that_was_replaced(tmp_path, demo_dataset)
     with pytest.raises(ValueError, match=r"data.npz is not the dataset .* trained on") as e:
         runner.check_same_devices(first.run_dir, runner.setup("bc", cfg))
     assert "\n" not in str(e.value)
+
+
+def test_a_forced_resume_keeps_the_old_config_and_pins_its_checkpoint(tmp_path):
+    cfg = tiny(impala)
+    per_call = runner.setup("impala", cfg).steps_per_call
+    cfg = dataclasses.replace(
+        cfg,
+        out=str(tmp_path),
+        run_name="run",
+        checkpoint=CheckpointConfig(every_env_steps=per_call, keep=1),
+        arch=dataclasses.replace(cfg.arch, total_env_steps=2 * per_call),
+    )
+    first = runner.train("impala", cfg)
+    run_dir = first.run_dir
+    # A plain resume that only trains longer: recorded, nothing pinned.
+    longer = dataclasses.replace(
+        cfg, arch=dataclasses.replace(cfg.arch, total_env_steps=3 * per_call)
+    )
+    runner.train("impala", longer, resume=runner.Resume(run_dir))
+    history = json_lines(run_dir / "config-history.jsonl")
+    assert len(history) == 1 and history[0]["until_env_step"] == 2 * per_call
+    assert history[0]["changed"] == {"arch.total_env_steps": [2 * per_call, 3 * per_call]}
+    assert not (run_dir / "checkpoints" / checkpoint.PINNED).exists()
+    # A forced change of the learning rate: the old config is kept, its checkpoint pinned.
+    forced = dataclasses.replace(
+        longer,
+        algo=dataclasses.replace(longer.algo, learning_rate=1e-2),
+        arch=dataclasses.replace(longer.arch, total_env_steps=5 * per_call),
+    )
+    runner.check_resume(runner.load_saved_config(run_dir, "impala"), forced, force=True)
+    runner.train("impala", forced, resume=runner.Resume(run_dir))
+    history = json_lines(run_dir / "config-history.jsonl")
+    assert len(history) == 2 and history[1]["until_env_step"] == 3 * per_call
+    old_lr = cfg.algo.learning_rate
+    assert history[1]["changed"]["algo.learning_rate"] == [old_lr, 1e-2]
+    assert history[1]["description"]["config"]["algo"]["learning_rate"] == old_lr
+    saved = json.loads((run_dir / "config.json").read_text())
+    assert saved["config"]["algo"]["learning_rate"] == 1e-2
+    ckpt = Checkpointer(run_dir)
+    assert list(ckpt.pinned()) == [3 * per_call]
+    # keep=1 kept the newest and the pinned one: the state before the forced change survives.
+    assert ckpt.good_steps() == [3 * per_call, 5 * per_call]
+    ckpt.close()
