@@ -369,11 +369,20 @@ def parse_sweeps(sweeps: tuple[str, ...], algo_cls: type) -> dict[str, tuple[flo
     return out
 
 
+MAX_SEED = 2**32 - 1  # jax.random.PRNGKey keeps the low 32 bits: 2**32 would repeat seed 0
+
+
 def expand_runs(cfg: TrainConfig, algo_cls: type) -> tuple[list[int], dict[str, list[float]]]:
     """Seeds and per-run hyperparameters of the runs one program trains: every combination of
     the sweeps' values, crossed with `num_seeds` seeds (seeds vary fastest)."""
     if cfg.num_seeds < 1:
         raise ValueError(f"num_seeds={cfg.num_seeds} must be >= 1")
+    last = cfg.arch.seed + cfg.num_seeds - 1
+    if not 0 <= cfg.arch.seed <= last <= MAX_SEED:
+        raise ValueError(
+            f"arch.seed={cfg.arch.seed} (with num_seeds={cfg.num_seeds}) must give seeds in "
+            f"0..{MAX_SEED}: JAX keys hold 32 bits, so larger seeds would repeat smaller ones"
+        )
     sweeps = parse_sweeps(cfg.sweep, algo_cls)
     seeds: list[int] = []
     hparams: dict[str, list[float]] = {k: [] for k in sweeps}

@@ -77,6 +77,8 @@ def setup(algo_name: str, cfg: TrainConfig) -> Setup:
             f"algorithm {algo_name!r} needs a {entry.config_cls.__name__}, "
             f"got {type(cfg.algo).__name__}"
         )
+    if cfg.stop_return is not None and not math.isfinite(cfg.stop_return):
+        raise ValueError(f"stop_return={cfg.stop_return} must be a finite number (or left out)")
     envs.check_name(cfg.env.name)
     devices = dev.select(cfg.arch.num_devices)
     cfg.arch.validate(len(devices))

@@ -36,6 +36,10 @@ from algorithms import learning
         ("impala", {"env.kwargs": {"max_steps_in_episode": -5}}, r"=-5 must be >= 1"),
         ("impala", {"env.kwargs": {"max_steps_in_episode": 10.5}}, r"=10.5 must be an integer"),
         ("impala", {"env.hide": (1, 1)}, r"hide=\(1, 1\) names an entry twice"),
+        ("impala", {"arch.seed": 99999999999999999999}, r"must give seeds in 0..4294967295"),
+        ("impala", {"arch.seed": -1}, r"arch.seed=-1 \(with num_seeds=1\) must give seeds"),
+        ("impala", {"arch.seed": 2**32 - 2, "num_seeds": 3}, r"with num_seeds=3\) must give"),
+        ("impala", {"stop_return": math.nan}, r"stop_return=nan must be a finite number"),
     ],
 )
 def test_nonsense_is_refused_in_one_line_before_compiling(tmp_path, algo, settings, message):
