@@ -82,7 +82,7 @@ def _convert(name: str, hint: Any, value: Any) -> Any:
     if hint is int:
         if isinstance(value, bool) or not isinstance(value, int | float | np.number):
             raise ValueError(f"{name}={value!r} must be an integer")
-        if float(value) != int(value):
+        if not isinstance(value, int | np.integer) and not float(value).is_integer():
             raise ValueError(f"{name}={value!r} must be a whole number")
         return int(value)
     if hint is float:
