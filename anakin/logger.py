@@ -128,8 +128,9 @@ class WandbWriter:
     only. A multi-run program's `per_run` rows become `run<i>/<key>` (`run0/mean_return`, ...)
     beside the means over runs, and each run's seed and swept values go into the W&B config
     (`derived.runs`, as in config.json). The W&B run id is kept in `wandb_id.txt`, so that a
-    resumed run continues the same W&B run (`resume="must"`); records that a resume redoes
-    (those past its checkpoint) are not logged twice.
+    resumed run continues the same W&B run (`resume="must"`). Records that a resume redoes
+    (those past its checkpoint, if the run had logged them before it stopped) are skipped
+    where W&B says how far the run got (online); W&B keeps one row per step in any case.
 
     Args:
       run_dir: the run directory (W&B's local files go to `run_dir/wandb` unless WANDB_DIR

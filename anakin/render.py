@@ -4,7 +4,7 @@ Episodes are played on device (`anakin.policy.make_filmer`); only the drawing ha
 Each frame is the environment's own picture of its state when its adapter offers one (the
 optional `Renderable` hook below), otherwise a generic picture of the observation: an image
 observation (rank 3) as an image, anything else as a bar plot of the observation's entries.
-Every frame gets a caption line (episode, step, action, reward, return so far).
+Every frame gets a caption: the environment, then episode, step, action, reward, return so far.
 
 The hook, for a suite's adapter (`envs/<suite>_suite.py`)::
 
