@@ -248,10 +248,18 @@ class VideoStep(NamedTuple):
 def record_video(step: episodes_lib.StepRecord) -> VideoStep:
     """The recording hook of videos: the adapter's state each observation was made in, with
     the observation, action and reward for the caption (and the generic picture)."""
-    state = step.env_state
-    while isinstance(state, envs.wrappers.EpisodeStatsState):
+    return VideoStep(
+        state=adapter_state(step.env_state), obs=step.obs, action=step.action, reward=step.reward
+    )
+
+
+def adapter_state(state: Any) -> Any:
+    """The adapter's own state inside the states of the wrappers `envs.make` puts around it:
+    each state class of `envs.wrappers` (`EpisodeStatsState`, ...) keeps the state it wraps in
+    its `env_state` field."""
+    while type(state).__module__ == envs.wrappers.__name__:
         state = state.env_state
-    return VideoStep(state=state, obs=step.obs, action=step.action, reward=step.reward)
+    return state
 
 
 def film_devices() -> list[jax.Device]:
