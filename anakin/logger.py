@@ -174,8 +174,8 @@ class WandbWriter:
         except wandb.errors.Error as e:  # not logged in, no network, a bad entity, ...
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise SinkError(
-                f"W&B could not start: {first} (run `wandb login`, or pass "
-                "--wandb.mode offline and `wandb sync` the run later)"
+                f"W&B could not start: {first} (or pass --wandb.mode offline and "
+                "`wandb sync` the run later)"
             ) from None
         if resuming:  # a resume may change what it reports (eval, checkpoints, ...)
             self._run.config.update(config, allow_val_change=True)
