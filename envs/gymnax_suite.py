@@ -83,26 +83,16 @@ class GymnaxAdapter:
         return self._picture.draw(state, params)
 
 
-# gymnax.visualize's (init, update) pairs for environments drawn with matplotlib, by env.name.
+# gymnax.visualize's matplotlib drawings, by env.name: (module, kind), where the module has
+# init_<kind>(ax, env, state, params) and update_<kind>(artists, env, state), plus params for
+# MinAtar's.
 _MATPLOTLIB = {
-    "Catch-bsuite": (
-        "vis_catch",
-        "init_catch",
-        lambda v, im, env, s, p: v.update_catch(im, env, s),
-    ),
-    "FourRooms-misc": ("vis_maze", "init_maze", lambda v, im, env, s, p: v.update_maze(im, env, s)),
-    "MetaMaze-misc": ("vis_maze", "init_maze", lambda v, im, env, s, p: v.update_maze(im, env, s)),
-    "PointRobot-misc": (
-        "vis_circle",
-        "init_circle",
-        lambda v, im, env, s, p: v.update_circle(im, env, s),
-    ),
+    "Catch-bsuite": ("vis_catch", "catch"),
+    "FourRooms-misc": ("vis_maze", "maze"),
+    "MetaMaze-misc": ("vis_maze", "maze"),
+    "PointRobot-misc": ("vis_circle", "circle"),
     **{
-        name: (
-            "vis_minatar",
-            "init_minatar",
-            lambda v, im, env, s, p: v.update_minatar(im, env, s, p),
-        )
+        name: ("vis_minatar", "minatar")
         for name in (
             "Asterix-MinAtar",
             "Breakout-MinAtar",
@@ -140,12 +130,12 @@ class _Picture:
             from matplotlib.backends.backend_agg import FigureCanvasAgg
             from matplotlib.figure import Figure
 
-            module, init, self.update = _MATPLOTLIB[self.name]
+            module, self.kind = _MATPLOTLIB[self.name]
             self.vis = importlib.import_module(f"gymnax.visualize.{module}")
             fig = Figure(figsize=(4, 4), dpi=80)
             self.canvas = FigureCanvasAgg(fig)
             ax = fig.add_subplot()
-            self.artists = getattr(self.vis, init)(ax, env, state, params)
+            self.artists = getattr(self.vis, f"init_{self.kind}")(ax, env, state, params)
             fig.tight_layout()
 
     def draw(self, state: Any, params: Any) -> np.ndarray | None:
@@ -159,7 +149,8 @@ class _Picture:
                 inner.last_u = np.asarray(state.last_u, dtype=np.float64)
             return np.asarray(self.gym_env.render(), np.uint8)
         if self.canvas is not None:
-            self.update(self.vis, self.artists, self.env, state, params)
+            extra = (params,) if self.kind == "minatar" else ()
+            getattr(self.vis, f"update_{self.kind}")(self.artists, self.env, state, *extra)
             self.canvas.draw()
             return np.asarray(self.canvas.buffer_rgba())[..., :3].copy()
         return None

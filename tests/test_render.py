@@ -68,6 +68,17 @@ def test_cartpole_video_from_a_checkpoint_uses_gymnax_pictures(cartpole_run, tmp
     assert not list(tmp_path.glob(".*"))  # no temporary file left behind
 
 
+@pytest.mark.parametrize("name", ["Catch-bsuite", "Breakout-MinAtar"])
+def test_gymnax_matplotlib_pictures_follow_the_state(name):
+    env, params = envs.make(name)
+    adapter = env.unwrapped
+    _, s0 = adapter.reset_env(jax.random.PRNGKey(0), params)
+    _, s1, *_ = adapter.step_env(jax.random.PRNGKey(1), s0, 0, params)
+    a, b = (adapter.render(jax.tree.map(np.asarray, s), params) for s in (s0, s1))
+    assert a.shape == b.shape == (320, 320, 3) and a.dtype == np.uint8  # 4x4 inches, 80 dpi
+    assert not np.array_equal(a, b)  # the ball moved
+
+
 @pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # ffmpeg's fork + exec is safe
 def test_mp4_needs_imageio_ffmpeg(cartpole_run, tmp_path, monkeypatch):
     out = tmp_path / "agent.mp4"
