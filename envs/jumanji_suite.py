@@ -31,7 +31,9 @@ JobShop (one action per machine; the joint space is 21^10), and Sokoban (downloa
 from the Hugging Face hub when it is built).
 
 Constructor arguments go to jumanji (`Snake(num_rows, num_cols, time_limit)`: `--env-kwargs
-num_rows 6 num_cols 6`), except Maze's `num_rows`/`num_cols`, which build its random generator.
+num_rows 6 num_cols 6`), except Maze's `num_rows`/`num_cols`, which build its random generator,
+and `envs_per_reset`, which shares the cost of expensive resets across a batch (Maze's default
+is 8, see `POOLED_RESETS`; 1 gives every finished environment a fresh episode at once).
 
 Imported by `envs.registry` only when a `jumanji/` name is first used.
 """
@@ -86,6 +88,10 @@ TIMED = frozenset(
         "Tetris-v0",
     }
 )
+# Environments whose reset costs many steps (Maze builds its maze in a `while_loop`): a batch
+# step generates one fresh episode per this many environments (`envs.wrappers.PooledAutoReset`)
+# rather than a reset for every environment on every step.
+POOLED_RESETS = {"Maze-v0": 8}
 _NO_LIMIT = np.iinfo(np.int32).max  # a limit jumanji's int32 step counters never reach
 MASK = "action_mask"
 
@@ -122,10 +128,21 @@ class JumanjiAdapter:
 
     Args:
       name: its jumanji id (one of `SUPPORTED`).
+      envs_per_reset: environments per fresh episode in a batch step (read by `envs.make`, see
+        `envs.wrappers.PooledAutoReset`); None (default: `POOLED_RESETS`' or None) resets
+        every environment with `AutoReset`.
       **kwargs: jumanji constructor arguments (see the module docstring).
     """
 
-    def __init__(self, name: str, **kwargs: Any):
+    def __init__(self, name: str, envs_per_reset: int | None = None, **kwargs: Any):
+        envs_per_reset = POOLED_RESETS.get(name) if envs_per_reset is None else envs_per_reset
+        if envs_per_reset is not None and (
+            isinstance(envs_per_reset, bool)
+            or not isinstance(envs_per_reset, int)
+            or envs_per_reset < 1
+        ):
+            raise ValueError(f"envs_per_reset={envs_per_reset!r} must be an integer >= 1")
+        self.envs_per_reset = envs_per_reset
         if name == "Maze-v0" and ("num_rows" in kwargs or "num_cols" in kwargs):
             rows, cols = kwargs.pop("num_rows", 10), kwargs.pop("num_cols", 10)
             kwargs["generator"] = MazeGenerator(num_rows=rows, num_cols=cols)

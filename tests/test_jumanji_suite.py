@@ -28,7 +28,7 @@ from anakin import episodes as episodes_lib  # noqa: E402
 from anakin import runner  # noqa: E402
 from anakin.config import EnvConfig, EvalConfig, TrainConfig  # noqa: E402
 from envs import jumanji_suite  # noqa: E402
-from envs.wrappers import AutoReset, Wrapper  # noqa: E402
+from envs.wrappers import AutoReset, PooledAutoReset, Wrapper  # noqa: E402
 
 STEPS = 40
 
@@ -47,8 +47,9 @@ CASES = [
     # Any move: the snake soon leaves the board or bites itself.
     Case("jumanji/Snake-v1", {"num_rows": 5, "num_cols": 5, "time_limit": 100}, "any",
          frozenset({"terminated"})),
+    # A 5x5 maze: some walks reach the target within the 6 steps, some do not.
     Case("jumanji/Maze-v0", {"num_rows": 5, "num_cols": 5, "time_limit": 6}, "legal",
-         frozenset({"truncated"})),
+         frozenset({"terminated", "truncated"})),
     Case("jumanji/Tetris-v0", {}, "legal", frozenset({"terminated"})),
 ]  # fmt: skip
 
@@ -70,10 +71,22 @@ def below_autoreset(env):
     return env._env
 
 
-def choose(policy, key, legal, num_actions):
+def choose(policy, rng, legal):
+    """An action (numpy's random numbers: cheaper than eager JAX calls in a Python loop)."""
     if policy == "any":
-        return jax.random.randint(key, (), 0, num_actions)
-    return jax.random.choice(key, num_actions, p=legal / legal.sum())
+        return int(rng.integers(len(legal)))
+    return int(rng.choice(np.flatnonzero(legal)))
+
+
+@jax.jit
+def _split_keys(keys):
+    return keys, jax.vmap(jax.random.split)(keys)
+
+
+def split_keys(n):
+    """n step keys, and the (step, reset) halves `AutoReset.step` splits each into."""
+    keys, halves = _split_keys(jax.random.split(jax.random.PRNGKey(1), n))
+    return list(keys), [(h[0], h[1]) for h in halves]
 
 
 def test_names_are_the_single_agent_discrete_environments():
@@ -96,11 +109,10 @@ def test_hand_driven_episodes_follow_the_contract(case):
     obs, state = reset(jax.random.PRNGKey(0), params)
     assert shapes(obs) == spec.obs
     ends = set()
-    for key in jax.random.split(jax.random.PRNGKey(1), STEPS):
-        action_key, key = jax.random.split(key)
-        legal = spec.legal_actions(obs)
-        action = choose(case.policy, action_key, legal, spec.num_actions)
-        key_step, key_reset = jax.random.split(key)
+    rng = np.random.default_rng(1)
+    for key, (key_step, key_reset) in zip(*split_keys(STEPS), strict=True):
+        legal = np.asarray(spec.legal_actions(obs))
+        action = choose(case.policy, rng, legal)
         reached = inner_step(key_step, state.env_state, action, params)[0]
 
         obs, state, reward, terminated, truncated, info = step(key, state, action, params)
@@ -132,13 +144,14 @@ def test_snake_time_limit_is_truncation_where_jumanji_says_termination(snake):
     key = jax.random.PRNGKey(3)
     obs, state = reset(key, params)
     raw = jumanji.make("Snake-v1", num_rows=6, num_cols=6, time_limit=5)
-    raw_state, raw_timestep = raw.reset(key)
+    raw_step = jax.jit(raw.step)
+    raw_state, raw_timestep = jax.jit(raw.reset)(key)
     assert_trees_equal(obs["grid"], raw_timestep.observation.grid)
     assert float(obs["time_remaining"]) == 1.0 and "step_count" not in obs
     for t in range(1, 6):
         action = int(np.argmax(obs["action_mask"]))  # the first legal move
         obs, state, reward, terminated, truncated, _ = step(key, state, action, params)
-        raw_state, raw_timestep = raw.step(raw_state, action)
+        raw_state, raw_timestep = raw_step(raw_state, action)
         assert_trees_equal(obs["grid"], raw_timestep.observation.grid)
         assert float(reward) == float(raw_timestep.reward)
         assert not bool(terminated) and bool(truncated) == (t == 5)
@@ -198,12 +211,13 @@ def test_tetris_multidiscrete_action_is_one_flat_action():
     spec = adapter.spec(params)
     assert spec.num_actions == nvec[0] * nvec[1] == 40
     key = jax.random.PRNGKey(2)
-    obs, state = adapter.reset_env(key, params)
-    raw_state, raw_timestep = raw.reset(key)
+    obs, state = jax.jit(adapter.reset_env)(key, params)
+    raw_state, raw_timestep = jax.jit(raw.reset)(key)
     np.testing.assert_array_equal(obs["action_mask"], raw_timestep.observation.action_mask.ravel())
     flat = int(np.flatnonzero(obs["action_mask"])[-1])
-    obs, *_ = adapter.step_env(key, state, flat, params)
-    _, raw_timestep = raw.step(raw_state, jnp.array(np.unravel_index(flat, nvec), jnp.int32))
+    obs, *_ = jax.jit(adapter.step_env)(key, state, flat, params)
+    raw_action = jnp.array(np.unravel_index(flat, nvec), jnp.int32)
+    _, raw_timestep = jax.jit(raw.step)(raw_state, raw_action)
     np.testing.assert_array_equal(obs["grid"], raw_timestep.observation.grid)
 
 
@@ -215,6 +229,12 @@ def test_kwargs_split_between_parameters_and_constructor():
     assert params.time_limit is None
     adapter, params = jumanji_suite.make("Game2048-v1", time_limit=3)
     assert "time_remaining" in adapter.spec(params).obs
+    maze, _ = envs.make("jumanji/Maze-v0")  # its reset builds a maze: shared across a batch
+    assert below_autoreset(maze).envs_per_reset == 8 and isinstance(maze._env, PooledAutoReset)
+    snake, _ = envs.make("jumanji/Snake-v1")
+    assert type(snake._env) is AutoReset
+    with pytest.raises(ValueError, match="envs_per_reset=0"):
+        envs.make("jumanji/Maze-v0", envs_per_reset=0)
     with pytest.raises(ValueError, match="time_limit=0"):
         envs.make("jumanji/Snake-v1", time_limit=0)
     with pytest.raises(ValueError, match="does not accept"):
@@ -252,14 +272,14 @@ def test_masked_actions_are_never_taken(algo, tmp_path):
         TrainConfig(
             algo=cfg,
             env=EnvConfig(MASKED, {"time_limit": 30}),
-            arch=dataclasses.replace(arch, total_env_steps=2048),
+            arch=dataclasses.replace(arch, total_env_steps=1024),
             eval=EvalConfig(episodes=8),
             out=str(tmp_path),
             run_name="masked",
             quiet=True,
         ),
     )
-    assert sum(r["episodes"] for r in result.records) > 10
+    assert sum(r["episodes"] for r in result.records) >= 16
     assert all(r["mean_return"] in (None, 0.0) for r in result.records)
     assert result.summary["eval_max_return"] == 0.0
     if algo != "impala":
