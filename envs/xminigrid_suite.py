@@ -28,7 +28,11 @@ benchmark of rulesets is chosen with the constructor argument `benchmark`, one o
 `xminigrid.registered_benchmarks()` (downloaded by xminigrid on first use into
 `$XLAND_MINIGRID_DATA`, default `~/.xland_minigrid`; a failed download is a one-line
 ValueError) or the path of a benchmark file; `ruleset_id` picks one ruleset by index, or with -1
-(the default) a new one is sampled at every reset.
+(the default) a new one is sampled at every reset. The observation does not show the goal, so
+with sampled rulesets an agent can only find its task by trying; xminigrid's meta-RL setting
+keeps one ruleset over several episodes and the agent's memory across them, which our loop
+(recurrent state reset at each episode's start) does not do. A fixed `ruleset_id` is a plain
+RL task.
 """
 
 from __future__ import annotations
