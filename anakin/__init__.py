@@ -8,7 +8,16 @@ From Python (see `anakin.api` and the README's "From Python")::
 """
 
 from anakin import _xla  # noqa: F401  (must run before JAX creates its backends)
-from anakin.api import Policy, TrainResult, collect, evaluate, load_policy, make_config, train
+from anakin.api import (
+    Policy,
+    TrainResult,
+    collect,
+    evaluate,
+    load_policy,
+    make_config,
+    render,
+    train,
+)
 
 __version__ = "0.1.0"
 
@@ -19,5 +28,6 @@ __all__ = [
     "evaluate",
     "load_policy",
     "make_config",
+    "render",
     "train",
 ]

@@ -261,9 +261,10 @@ def collect(
     max_steps: int | None = None,
     seed: int = 0,
     run: int = 0,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """Records a saved policy's episodes into a dataset file for `train("bc", dataset=...)`,
-    as `anakin collect` does."""
+    as `anakin collect` does (an existing `out` is replaced only with `overwrite`)."""
     _xla.prepare_host()
     from anakin import policy
 
@@ -276,6 +277,37 @@ def collect(
         max_steps=max_steps,
         seed=seed,
         run=run,
+        overwrite=overwrite,
+    )
+
+
+def render(
+    run_dir: str | Path,
+    out: str | Path,
+    episodes: int = 1,
+    *,
+    step: int | None = None,
+    max_steps: int = 1000,
+    fps: int = 30,
+    seed: int = 0,
+    run: int = 0,
+    overwrite: bool = False,
+) -> dict[str, Any]:
+    """Films a saved policy into a GIF (or MP4) at `out`, as `anakin render` does; needs the
+    `render` extra. In a notebook, `IPython.display.Image(out)` shows the GIF."""
+    _xla.prepare_host()
+    from anakin import policy
+
+    return policy.render_checkpoint(
+        Path(run_dir),
+        Path(out),
+        episodes,
+        step=step,
+        max_steps=max_steps,
+        fps=fps,
+        seed=seed,
+        run=run,
+        overwrite=overwrite,
     )
 
 

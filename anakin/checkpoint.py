@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +87,60 @@ def verify(step_dir: Path) -> None:
             raise CheckpointError(f"checkpoint file {path} is corrupted: its SHA-256 differs")
 
 
+def _first_line(e: BaseException) -> str:
+    """The gist of an exception from orbax/tensorstore (which nest pages of detail): the
+    operating system's reason where one is named, else the first line, at most 200 chars."""
+    text = str(e).strip() or type(e).__name__
+    for reason in ("No space left on device", "Permission denied", "Read-only file system"):
+        if reason in text:
+            return reason
+    return text.splitlines()[0][:200]
+
+
+class _QuietFailure:
+    """While a checkpoint is written: orbax's worker threads report a failed write with pages
+    of tracebacks and absl/asyncio errors of their own, before and after the save raises. Those
+    are held back from stderr; after a failure they stay held back (the run is ending with one
+    line that says why), after a success everything is as before."""
+
+    def __enter__(self) -> None:
+        import logging
+        import threading
+
+        self._loggers = [logging.getLogger(n) for n in ("absl", "asyncio")]
+        self._levels = [lg.level for lg in self._loggers]
+        self._hook, self._stderr = threading.excepthook, sys.stderr
+        for lg in self._loggers:
+            lg.setLevel(logging.CRITICAL)
+        threading.excepthook = lambda args: None
+        sys.stderr = _DropTracebacks(sys.stderr)
+
+    def __exit__(self, kind, value, tb) -> None:
+        import threading
+
+        if kind is None:
+            for lg, level in zip(self._loggers, self._levels, strict=True):
+                lg.setLevel(level)
+            threading.excepthook, sys.stderr = self._hook, self._stderr
+
+
+class _DropTracebacks:
+    """stderr without the tracebacks that orbax's dying threads print after a failed write."""
+
+    def __init__(self, stream: Any):
+        self._stream, self._dropping = stream, False
+
+    def write(self, text: str) -> int:
+        if text.startswith(("Traceback (most recent call last)", "ERROR:", "Exception in")):
+            self._dropping = True
+        elif text.startswith("anakin") or text.startswith("[anakin]"):
+            self._dropping = False
+        return len(text) if self._dropping else self._stream.write(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 class Checkpointer:
     """Saves and restores `RunnerState`s under `run_dir/checkpoints`, keeping the last `keep`."""
 
@@ -125,17 +180,27 @@ class Checkpointer:
         self._manager.reload()  # forget steps deleted behind orbax's back
         if step in self._manager.all_steps():  # a leftover of an interrupted earlier attempt
             self._manager.delete(step)
-        self._manager.save(
-            step,
-            args=ocp.args.Composite(
-                state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)
-            ),
-            force=True,
-        )
-        self._manager.wait_until_finished()
-        step_dir = self.dir / str(step)
+        quiet = _QuietFailure()
+        try:
+            with quiet:
+                self._manager.save(
+                    step,
+                    args=ocp.args.Composite(
+                        state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)
+                    ),
+                    force=True,
+                )
+                self._manager.wait_until_finished()
+                step_dir = self.dir / str(step)
+                if jax.process_index() == 0:
+                    write_manifest(step_dir)
+        except Exception as e:  # a full disk, a vanished directory, ...
+            good = self.good_steps()
+            kept = f"the newest good one is step {good[-1]}" if good else "no good one exists"
+            raise CheckpointError(
+                f"writing checkpoint {step} in {self.dir} failed ({_first_line(e)}); {kept}"
+            ) from None
         if jax.process_index() == 0:
-            write_manifest(step_dir)
             pinned = set(self.pinned())
             for old in self.good_steps()[: -self.keep]:
                 if old not in pinned:

@@ -28,6 +28,12 @@ def _algo_help() -> str:
 INTERRUPTED = 75  # stopped by SIGINT/SIGTERM with its work saved: resume it (EX_TEMPFAIL)
 
 
+def _os_error(e: OSError) -> str:
+    """One line for an OSError, however deep it was raised: what, and where."""
+    where = f" ({e.filename})" if e.filename else ""
+    return f"{e.strerror or e}{where}"
+
+
 def _error(command: str, message: str, code: int = 2) -> int:
     print(f"anakin {command}: error: {message}", file=sys.stderr)
     return code
@@ -119,8 +125,10 @@ def _train(argv: list[str]) -> int:
         result = runner.train(known.algo, cfg, prepared, resume=resume)
     except (runner.TrainingDiverged, CheckpointError) as e:
         return _error("train", str(e), code=3)
-    except (runner.NothingToResume, logger.SinkError) as e:
+    except (runner.NothingToResume, logger.SinkError, ValueError) as e:
         return _error("train", str(e))
+    except OSError as e:  # a full disk, a vanished directory: the last good checkpoint stays
+        return _error("train", f"writing the run failed: {_os_error(e)}", code=3)
     except KeyboardInterrupt:
         return _error(
             "train", "aborted by a second interrupt; the newest checkpoint is kept", code=130
@@ -163,6 +171,8 @@ def _evaluate(argv: list[str]) -> int:
         )
     except (ValueError, CheckpointError) as e:
         return _error("evaluate", str(e))
+    except OSError as e:
+        return _error("evaluate", _os_error(e))
     print(json.dumps(result, indent=2))
     return 0
 
@@ -186,6 +196,7 @@ def _collect(argv: list[str]) -> int:
     parser.add_argument(
         "--run", type=int, default=0, help="which run of a multi-run (seeds/sweep) checkpoint"
     )
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     args = parser.parse_args(argv)
     try:
         result = runner.collect(
@@ -197,9 +208,12 @@ def _collect(argv: list[str]) -> int:
             max_steps=args.max_steps,
             seed=args.seed,
             run=args.run,
+            overwrite=args.overwrite,
         )
     except (ValueError, CheckpointError) as e:
         return _error("collect", str(e))
+    except OSError as e:
+        return _error("collect", _os_error(e))
     print(json.dumps(result, indent=2))
     return 0
 

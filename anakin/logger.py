@@ -15,8 +15,21 @@ from typing import Any
 import numpy as np
 
 
+def check_out_dir(out: str) -> None:
+    """ValueError unless run directories can be made under `out` (before anything is built):
+    it, or the nearest part of it that exists, is a writable directory."""
+    path = Path(out).absolute()
+    while not path.exists():
+        path = path.parent
+    if not path.is_dir():
+        raise ValueError(f"--out {out}: {path} is a file, not a directory")
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ValueError(f"--out {out}: cannot create directories in {path} (permission denied)")
+
+
 def make_run_dir(out: str, name: str) -> Path:
     """A fresh directory `out/name`; `-1`, `-2`, ... are appended rather than reusing one."""
+    check_out_dir(out)
     root = Path(out)
     root.mkdir(parents=True, exist_ok=True)
     path, i = root / name, 0
@@ -236,8 +249,20 @@ def wandb_values(record: dict[str, Any]) -> dict[str, float | int]:
 
 
 def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
-    with open(Path(run_dir) / "metrics.jsonl") as f:
-        return [json.loads(line) for line in f if line.strip()]
+    """metrics.jsonl's records. A last line cut short (the process was killed while writing
+    it) is dropped, since a resume redoes that call; a bad line elsewhere is a ValueError
+    naming the file and the line."""
+    path = Path(run_dir) / "metrics.jsonl"
+    lines = [(i, line) for i, line in enumerate(path.read_text().splitlines(), 1) if line.strip()]
+    records = []
+    for j, (i, line) in enumerate(lines):
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            if j == len(lines) - 1:
+                break
+            raise ValueError(f"{path}: line {i} is not a JSON record: {line[:60]!r}") from None
+    return records
 
 
 def _fmt_steps(n: float) -> str:

@@ -23,7 +23,7 @@ from anakin import logger, loop, offline
 from anakin import render as render_lib
 from anakin import runs as runs_lib
 from anakin.checkpoint import Checkpointer
-from anakin.config import EvalConfig, TrainConfig, train_config_from_dict
+from anakin.config import MAX_SEED, EvalConfig, TrainConfig, train_config_from_dict
 from anakin.records import eval_record, run_evals
 from anakin.rundir import read_description
 from anakin.setup import make_build, make_runs
@@ -87,6 +87,20 @@ def load_policy(run_dir: Path, step: int | None = None) -> SavedPolicy:
     return SavedPolicy(algo_name, cfg, env, env_params, spec, build, runs, learner, step)
 
 
+def check_counts(**counts: int | None) -> None:
+    """ValueError for a count of the evaluate/collect/render commands that cannot work: episode
+    and step counts >= 1 (None: the run's default), seeds in 0..2**32-1."""
+    for name, value in counts.items():
+        flag = "--" + name.replace("_", "-")
+        if value is None:
+            continue
+        if name == "seed":
+            if not 0 <= value <= MAX_SEED:
+                raise ValueError(f"{flag}={value} must lie in 0..{MAX_SEED}")
+        elif value < 1:
+            raise ValueError(f"{flag}={value} must be >= 1")
+
+
 def evaluate_checkpoint(
     run_dir: Path,
     step: int | None = None,
@@ -97,10 +111,11 @@ def evaluate_checkpoint(
     """Evaluates a run's checkpoint on this machine's devices, whatever devices trained it;
     every run of a multi-run (seeds, sweep) checkpoint. Writes and returns
     `evaluation-<step>.json` in the run directory."""
+    check_counts(episodes=episodes, max_steps=max_steps, seed=seed)
     saved = load_policy(run_dir, step)
     devices = dev.select(0)
-    episodes = episodes or saved.cfg.eval.episodes or 32
-    max_steps = max_steps or saved.cfg.eval.max_steps
+    episodes = episodes if episodes is not None else saved.cfg.eval.episodes or 32
+    max_steps = max_steps if max_steps is not None else saved.cfg.eval.max_steps
     EvalConfig(episodes=episodes, max_steps=max_steps).validate(len(devices))
     evaluate = episodes_lib.make_evaluator(
         saved.build,
@@ -143,17 +158,20 @@ def collect(
     max_steps: int | None = None,
     seed: int = 0,
     run: int = 0,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """Records `episodes` episodes of a saved policy (evaluation policy, plus `epsilon`-random
-    actions) on this machine's devices into a dataset file (see `anakin.dataset`)."""
-    if episodes < 1:
-        raise ValueError(f"--episodes={episodes} must be >= 1")
+    actions) on this machine's devices into a dataset file (see `anakin.dataset`). An existing
+    file at `out` is replaced only with `overwrite`; every argument and the output path are
+    checked before anything is loaded."""
+    check_counts(episodes=episodes, max_steps=max_steps, seed=seed)
     if not 0.0 <= epsilon <= 1.0:
         raise ValueError(f"--epsilon={epsilon} must lie in [0, 1]")
+    dataset_lib.check_output(out, overwrite)
     saved = load_policy(run_dir, step)
     algorithm, learner = saved.run(run)
     devices = dev.select(0)
-    max_steps = max_steps or saved.cfg.eval.max_steps
+    max_steps = max_steps if max_steps is not None else saved.cfg.eval.max_steps
     per_batch = len(devices) * math.ceil(min(episodes, 256) / len(devices))
     run = episodes_lib.make_episode_runner(
         algorithm,
@@ -330,9 +348,7 @@ def render_checkpoint(
     """Films `episodes` episodes of a saved policy's evaluation policy (greedy, or the
     algorithm's evaluation epsilon) into a GIF or MP4 at `out`. Checks every argument (and
     that the `render` extra is installed) before loading anything; writes nothing on error."""
-    for name, value in (("episodes", episodes), ("max-steps", max_steps), ("fps", fps)):
-        if value < 1:
-            raise ValueError(f"--{name}={value} must be >= 1")
+    check_counts(episodes=episodes, max_steps=max_steps, fps=fps, seed=seed)
     out = Path(out)
     render_lib.check_out(out, overwrite)
     render_lib.require(out)

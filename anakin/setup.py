@@ -19,7 +19,7 @@ from algorithms.networks import num_params
 from anakin import dataset as dataset_lib
 from anakin import devices as dev
 from anakin import episodes as episodes_lib
-from anakin import loop, offline
+from anakin import logger, loop, offline
 from anakin import runs as runs_lib
 from anakin.config import TrainConfig, expand_runs, to_dict
 from anakin.types import Algorithm, AlgorithmEntry, Layout
@@ -80,6 +80,7 @@ def setup(algo_name: str, cfg: TrainConfig) -> Setup:
     if cfg.stop_return is not None and not math.isfinite(cfg.stop_return):
         raise ValueError(f"stop_return={cfg.stop_return} must be a finite number (or left out)")
     envs.check_name(cfg.env.name)
+    logger.check_out_dir(cfg.out)
     devices = dev.select(cfg.arch.num_devices)
     cfg.arch.validate(len(devices))
     cfg.eval.validate(len(devices))

@@ -69,7 +69,102 @@ def test_sizes_that_cannot_fit_stop_before_compiling_and_leave_no_run_dir(tmp_pa
 def test_a_replay_beyond_int32_indices_is_refused():
     proc = anakin("train", "r2d2", "--algo.replay-capacity", "10000000000")
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines()[-1].startswith(
-        "anakin train: error: algo.replay_capacity=10000000000 holds"
+    assert (
+        proc.stderr.strip()
+        .splitlines()[-1]
+        .startswith("anakin train: error: algo.replay_capacity=10000000000 holds")
     )
     assert "int32 indices" in proc.stderr
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 300 KiB file system (tmpfs; needs root, skipped elsewhere)."""
+    path = tmp_path / "small"
+    path.mkdir()
+    mount = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=300k", "tmpfs", str(path)], capture_output=True
+    )
+    if mount.returncode:
+        pytest.skip("cannot mount a small tmpfs here (needs root)")
+    yield path
+    subprocess.run(["umount", str(path)], capture_output=True)
+
+
+def test_a_full_disk_is_one_line_and_the_good_checkpoint_stays(small_disk):
+    proc = anakin(
+        "train", "impala", "--preset", "tiny", "--arch.total-env-steps", "200000",
+        "--checkpoint.every-env-steps", "2000", "--out", str(small_disk), "--run-name", "f",
+        "--quiet",
+    )  # fmt: skip
+    assert proc.returncode == 3
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr[-3000:]
+    assert "No space left on device" in lines[0] and "the newest good one is step" in lines[0]
+    good = int(lines[0].rsplit("step ", 1)[1])
+    assert (small_disk / "f" / "checkpoints" / str(good) / "anakin_manifest.json").exists()
+
+
+def test_a_cut_last_metrics_line_does_not_stop_a_resume(tmp_path):
+    args = ["--preset", "tiny", "--out", str(tmp_path), "--quiet", "--checkpoint.every-env-steps"]
+    first = anakin(
+        "train", "impala", *args, "1000", "--run-name", "r", "--arch.total-env-steps", "2000"
+    )
+    assert first.returncode == 0, first.stderr
+    metrics = tmp_path / "r" / "metrics.jsonl"
+    with open(metrics, "a") as f:
+        f.write('{"env_steps": 99999, "wall_ti')  # killed while writing a line
+    resumed = anakin(
+        "train", "impala", "--resume", str(tmp_path / "r"), "--arch.total-env-steps", "4000"
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    import json
+
+    steps = [json.loads(line)["env_steps"] for line in metrics.read_text().splitlines()]
+    assert steps == sorted(steps) and steps[-1] >= 4000 and 99999 not in steps
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tiny")
+    proc = anakin(
+        "train", "impala", "--preset", "tiny", "--arch.total-env-steps", "1000", "--out",
+        str(out), "--run-name", "r", "--quiet",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return out / "r"
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["evaluate", "{run}", "--episodes", "0"], "--episodes=0 must be >= 1"),
+        (["evaluate", "{run}", "--max-steps", "0"], "--max-steps=0 must be >= 1"),
+        (["collect", "{run}", "--episodes", "2", "--out", "{dir}"], "is a directory; pass a"),
+        (["collect", "{run}", "--episodes", "2", "--out", "{old}"], "exists already; pass --ov"),
+        (["collect", "{run}", "--episodes", "2", "--out", "{file}/d.npz"], "is a file, not a"),
+        (["train", "impala", "--out", "{file}/runs"], "is a file, not a directory"),
+    ],
+)
+def test_bad_counts_and_output_paths_change_nothing(tmp_path, tiny_run, args, message):
+    (tmp_path / "old.npz").write_bytes(b"an older dataset")
+    (tmp_path / "afile").write_text("x")
+    where = {"run": str(tiny_run), "dir": str(tmp_path), "old": str(tmp_path / "old.npz")}
+    where["file"] = str(tmp_path / "afile")
+    before = snapshot(tmp_path), snapshot(tiny_run)
+    proc = anakin(*[a.format(**where) for a in args], cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], proc.stderr
+    assert (snapshot(tmp_path), snapshot(tiny_run)) == before
+
+
+def test_collect_overwrite_replaces_only_when_asked(tmp_path, tiny_run):
+    out = tmp_path / "demo.npz"
+    first = anakin("collect", str(tiny_run), "--episodes", "4", "--out", str(out))
+    assert first.returncode == 0, first.stderr
+    size = out.stat().st_size
+    again = anakin("collect", str(tiny_run), "--episodes", "2", "--out", str(out))
+    assert again.returncode == 2 and out.stat().st_size == size
+    forced = anakin("collect", str(tiny_run), "--episodes", "2", "--out", str(out), "--overwrite")
+    assert forced.returncode == 0 and out.stat().st_size < size
