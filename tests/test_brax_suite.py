@@ -39,23 +39,30 @@ def adapter_of(env):
 def pendulum():
     env, params = envs.make("brax/inverted_pendulum", max_steps_in_episode=LIMIT)
     spec = envs.spec(env, params)
-    step = jax.jit(env.step)
-    inner_step = jax.jit(adapter_of(env).step_env)
-    reset = jax.jit(env.reset)
-    return env, params, spec, reset, step, inner_step
+    inner = adapter_of(env)
+
+    @jax.jit
+    def step(key, state, action, params):
+        """The wrapped step, and the adapter's own step_env with the key AutoReset gives it,
+        in one program: XLA computes the shared physics once, so brax compiles once."""
+        key_step, _ = jax.random.split(key)
+        reached = inner.step_env(key_step, state.env_state, action, params)[0]
+        return env.step(key, state, action, params), reached
+
+    return env, params, spec, jax.jit(env.reset), step
 
 
 def drive(pendulum, action, steps, seed=0):
     """Steps the pendulum with a constant action, checking the contract; returns each step's
     (reward, terminated, truncated, final observation, episode length)."""
-    env, params, spec, reset, step, inner_step = pendulum
+    env, params, spec, reset, step = pendulum
     obs, state = reset(jax.random.PRNGKey(seed), params)
     assert obs.shape == spec.obs.shape and obs.dtype == spec.obs.dtype
     out = []
     for key in jax.random.split(jax.random.PRNGKey(seed + 1), steps):
-        key_step, key_reset = jax.random.split(key)  # as AutoReset splits it
-        reached = inner_step(key_step, state.env_state, action, params)[0]
-        obs, state, reward, terminated, truncated, info = step(key, state, action, params)
+        (obs, state, reward, terminated, truncated, info), reached = step(
+            key, state, action, params
+        )
         terminated, truncated = bool(terminated), bool(truncated)
         assert not (terminated and truncated)
         assert obs.shape == spec.obs.shape and obs.dtype == np.float32
@@ -63,6 +70,7 @@ def drive(pendulum, action, steps, seed=0):
         final = np.asarray(info["final_observation"])
         np.testing.assert_array_equal(final, reached)
         if terminated or truncated:
+            _, key_reset = jax.random.split(key)  # as AutoReset splits it
             np.testing.assert_array_equal(obs, reset(key_reset, params)[0])
         else:
             np.testing.assert_array_equal(obs, reached)
@@ -106,22 +114,22 @@ def test_backend_is_a_constructor_keyword():
         envs.check_name("brax/inverted_pendulm")
 
 
-def test_ppo_trains_on_the_pendulum(tmp_path):
-    """A few thousand steps of PPO: training runs through the whole stack with finite metrics
-    (the pendulum is learned in the README's longer run, not here)."""
-    algo, arch = ppo.PRESETS["tiny"]
+def test_ppo_learns_to_balance_the_pendulum(tmp_path):
+    """25k steps of PPO (seconds of training after compiling): the pole stays up far longer
+    than under random actions (about 6 steps)."""
+    algo, arch = ppo.PRESETS["default"]
     result = runner.train(
         "ppo",
         TrainConfig(
             algo=algo,
             env="brax/inverted_pendulum",
-            arch=dataclasses.replace(arch, total_env_steps=2048),
-            eval=EvalConfig(episodes=8, max_steps=200),
+            arch=dataclasses.replace(arch, updates_per_call=8, total_env_steps=24_576),
+            eval=EvalConfig(episodes=0),  # evaluating would compile brax once more
             out=str(tmp_path),
             run_name="pendulum",
             quiet=True,
         ),
     )
     returns = [r["mean_return"] for r in result.records if r["mean_return"] is not None]
-    assert returns and all(np.isfinite(returns)) and all(1 <= r <= 1000 for r in returns)
-    assert np.isfinite(result.summary["eval_mean_return"])
+    assert len(returns) == 6 and all(np.isfinite(returns))
+    assert returns[-1] > 60 and returns[-1] > 3 * returns[0], returns

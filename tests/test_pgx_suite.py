@@ -47,6 +47,7 @@ class Driver:
 
     def __init__(self, name, **kwargs):
         self.env, self.params = envs.make(name, **kwargs)
+        self.default_params = self.params
         self.spec = envs.spec(self.env, self.params).validate()
         self.inner_step = jax.jit(adapter_of(self.env).step_env)
         self._step = jax.jit(self.env.step)
@@ -76,6 +77,17 @@ class Driver:
         return float(reward), terminated, truncated, info
 
 
+@pytest.fixture(scope="module")
+def breakout():
+    """Breakout without sticky actions, compiled once for the module's tests."""
+    return Driver("pgx/minatar-breakout", sticky_action_prob=0.0)
+
+
+@pytest.fixture(scope="module")
+def tic_tac_toe():
+    return Driver("pgx/tic_tac_toe")
+
+
 def test_minatar_spec_is_a_float_board_without_mask():
     env, params = envs.make("pgx/minatar-breakout")
     spec = envs.spec(env, params)
@@ -86,10 +98,12 @@ def test_minatar_spec_is_a_float_board_without_mask():
     assert freeway_params.max_steps_in_episode > 2500  # Freeway ends itself at 2500 steps
 
 
-def test_minatar_time_limit_is_truncation():
+def test_minatar_time_limit_is_truncation(breakout):
     # The ball starts on row 3 heading down and needs 6 steps to reach the bottom row, so an
-    # episode of 5 steps always ends by the time limit.
-    d = Driver("pgx/minatar-breakout", max_steps_in_episode=5)
+    # episode of 5 steps always ends by the time limit. (The limit is a parameter: the same
+    # compiled step serves every limit.)
+    d = breakout
+    d.params = dataclasses.replace(d.default_params, max_steps_in_episode=5)
     d.reset(0)
     ends = []
     for t, key in enumerate(jax.random.split(jax.random.PRNGKey(1), 12)):
@@ -101,10 +115,11 @@ def test_minatar_time_limit_is_truncation():
     assert ends == [5, 10]
 
 
-def test_minatar_missed_ball_is_termination():
+def test_minatar_missed_ball_is_termination(breakout):
     # Without sticky actions and with the paddle never moving, the ball is missed well within
     # the default limit: the episode ends by termination, with the bricks hit as its return.
-    d = Driver("pgx/minatar-breakout", sticky_action_prob=0.0)
+    d = breakout
+    d.params = d.default_params
     d.reset(0)
     total = 0.0
     for t, key in enumerate(jax.random.split(jax.random.PRNGKey(2), 200)):
@@ -118,11 +133,11 @@ def test_minatar_missed_ball_is_termination():
         pytest.fail("the ball was never missed")
 
 
-def test_minatar_sticky_actions_are_a_constructor_keyword():
+def test_minatar_sticky_actions_are_a_constructor_keyword(breakout):
     # With sticky actions always on, the first action (after reset, the last action is NOOP)
     # never moves the paddle; without them RIGHT moves it one column.
-    for prob, column in ((1.0, 4), (0.0, 5)):
-        d = Driver("pgx/minatar-breakout", sticky_action_prob=prob)
+    breakout.params = breakout.default_params
+    for d, column in ((Driver("pgx/minatar-breakout", sticky_action_prob=1.0), 4), (breakout, 5)):
         d.reset(0)
         d.step(jax.random.PRNGKey(3), jnp.int32(RIGHT))
         assert int(np.argmax(np.asarray(d.obs)[9, :, 0])) == column
@@ -146,8 +161,8 @@ def board(obs):
     return (o[..., 0] - o[..., 1]).reshape(9)
 
 
-def test_tic_tac_toe_opponent_opens_on_some_resets():
-    d = Driver("pgx/tic_tac_toe")
+def test_tic_tac_toe_opponent_opens_on_some_resets(tic_tac_toe):
+    d = tic_tac_toe
     openings = [board(d.reset(seed)) for seed in range(16)]
     counts = {int((b == -1).sum()) for b in openings}
     assert counts == {0, 1}  # Pgx draws the first player; the opponent's opening is played
@@ -158,8 +173,8 @@ def test_tic_tac_toe_opponent_opens_on_some_resets():
         np.testing.assert_array_equal(obs["action_mask"], board(obs) == 0)
 
 
-def test_tic_tac_toe_episodes_end_by_termination_with_player_zeros_reward():
-    d = Driver("pgx/tic_tac_toe")
+def test_tic_tac_toe_episodes_end_by_termination_with_player_zeros_reward(tic_tac_toe):
+    d = tic_tac_toe
     results = []
     for seed in range(12):
         obs = d.reset(seed)
@@ -187,14 +202,14 @@ def test_tic_tac_toe_episodes_end_by_termination_with_player_zeros_reward():
     assert 1.0 in results and -1.0 in results  # both sides win sometimes against this script
 
 
-def test_board_game_time_limit_and_illegal_moves():
+def test_board_game_time_limit_and_illegal_moves(tic_tac_toe):
     d = Driver("pgx/connect_four", max_steps_in_episode=2)
     d.reset(0)
     d.step(jax.random.PRNGKey(0), jnp.int32(0))
     _, terminated, truncated, _ = d.step(jax.random.PRNGKey(1), jnp.int32(1))
     assert truncated and not terminated  # nobody can connect four in two moves each
     # An illegal move (the cell the agent has just taken) ends the game with Pgx's penalty.
-    t = Driver("pgx/tic_tac_toe")
+    t = tic_tac_toe
     t.reset(0)
     t.step(jax.random.PRNGKey(0), jnp.int32(4))
     assert not bool(t.obs["action_mask"][4])
