@@ -144,25 +144,36 @@ class AutoReset(Wrapper):
         return obs, state, jnp.asarray(reward, jnp.float32), terminated, truncated, info
 
 
+class PooledState(struct.PyTreeNode):
+    """A batch of environments under `PooledAutoReset` (every leaf [B, ...])."""
+
+    env_state: Any  # the episodes in progress
+    spare_obs: Any  # each environment's next first observation, generated ahead
+    spare_state: Any  # and the state it starts from
+    spare_new: jax.Array  # bool: the spare has not been started yet
+
+
 class PooledAutoReset(AutoReset):
-    """`AutoReset` whose batch step draws only a few fresh episodes and shares them among the
-    environments that finished: for environments whose reset costs far more than a step
-    (Craftax generates a whole world), where `vmap(AutoReset.step)` pays for a reset of every
+    """`AutoReset` whose batch step generates only a few fresh episodes per step: for
+    environments whose reset costs far more than a step (Craftax generates a whole world,
+    about 50 steps' worth on CPU), where `vmap(AutoReset.step)` pays for a reset of every
     environment on every step.
 
-    This is the "optimistic reset" of Craftax's baselines (Matthews et al., 2024): a batch of B
-    environments computes K = ceil(B / envs_per_reset) resets per step, and the i-th finished
-    environment (in batch order) takes fresh episode i mod K. The K resets use the reset keys of
-    the first K finished environments (the same key split as `AutoReset.step`), so each of them
-    starts exactly the episode `AutoReset` would have given it; only when more than K finish on
-    the same step do the later ones start a copy of one of those episodes (same world, their own
-    actions and keys from then on). `envs_per_reset=1` is `AutoReset` itself, result for result.
+    In the spirit of the "optimistic resets" of Craftax's baselines (Matthews et al., 2024), but
+    without their copies: every environment carries a spare first state, generated ahead. An
+    environment that finishes starts its spare at once, and each batch step generates
+    K = ceil(B / envs_per_reset) new spares, for the first K environments (in batch order) whose
+    spare has been used, each with that environment's own reset key (the second half of its step
+    key, as in `AutoReset.step`). As long as environments finish no faster than K per step on
+    average, every episode starts from a world nobody has played; an environment that finishes
+    again before its spare was renewed restarts its previous episode's first state (reported as
+    `info["reset_reused"]`).
 
-    Everything else is `AutoReset`'s: `info["final_observation"]` is the observation reached,
-    `terminated`/`truncated` are the adapter's, the single-environment `step` and `reset` are
-    `AutoReset`'s own, and `reset_batch` resets every environment with its own key. The batch
-    step is per batch only, so it composes with an outer `vmap` (e.g. over seeds): each vmapped
-    batch shares its own pool.
+    Otherwise it is `AutoReset`: `info["final_observation"]` is the observation reached,
+    `terminated`/`truncated` are the adapter's. The batch state is a `PooledState` (twice the
+    environment state), from `reset_batch` for `step_batch` only; the single-environment `reset`
+    and `step` are `AutoReset`'s own, on the adapter's state. Everything is per batch, so an
+    outer `vmap` (e.g. over seeds) gives each batch its own spares.
     """
 
     def __init__(self, env: Any, envs_per_reset: int):
@@ -174,41 +185,69 @@ class PooledAutoReset(AutoReset):
         self.envs_per_reset = envs_per_reset
 
     def num_resets(self, num_envs: int) -> int:
-        """K, the fresh episodes drawn per batch step of `num_envs` environments."""
+        """K, the spares generated per batch step of `num_envs` environments."""
         return -(-num_envs // self.envs_per_reset)
 
-    def step_batch(self, keys: jax.Array, state: Any, action: Any, params: Any) -> Step:
+    def reset_batch(self, keys: jax.Array, params: Any) -> tuple[Any, PooledState]:
+        """Each environment's first episode from its own key (as `AutoReset.reset`), and its
+        spare from a key split off that one."""
         num_envs = keys.shape[0]
-        num_resets = self.num_resets(num_envs)
+        spare_keys = jax.vmap(jax.random.split)(keys)[:, 1]
+        # One vmapped reset over both halves: one copy of the reset in the compiled program.
+        obs, env_state = jax.vmap(self._env.reset_env, in_axes=(0, None))(
+            jnp.concatenate([keys, spare_keys]), params
+        )  # [2B, ...]
+        first, spare = (
+            jax.tree.map(lambda x: x[:num_envs], (obs, env_state)),
+            jax.tree.map(lambda x: x[num_envs:], (obs, env_state)),
+        )
+        spare_new = jnp.ones((num_envs,), bool)
+        return first[0], PooledState(first[1], spare[0], spare[1], spare_new)
+
+    def step_batch(self, keys: jax.Array, state: PooledState, action: Any, params: Any) -> Step:
+        num_envs = keys.shape[0]
         split = jax.vmap(jax.random.split)(keys)  # [B, 2, 2]: AutoReset.step's split
         step_keys, reset_keys = split[:, 0], split[:, 1]
         obs_st, state_st, reward, terminated, truncated, info = jax.vmap(
             self._env.step_env, in_axes=(0, 0, 0, None)
-        )(step_keys, state, action, params)
+        )(step_keys, state.env_state, action, params)
         terminated = jnp.asarray(terminated, dtype=bool)
         truncated = jnp.asarray(truncated, dtype=bool)
         done = jnp.logical_or(terminated, truncated)  # [B]
-        # The first K finished environments (padded with environment 0 when fewer finished;
-        # those resets are computed and not used).
-        (takers,) = jnp.nonzero(done, size=num_resets, fill_value=0)  # [K]
-        obs_re, state_re = jax.vmap(self._env.reset_env, in_axes=(0, None))(
-            reset_keys[takers], params
-        )  # [K, ...]
-        slot = jnp.where(done, (jnp.cumsum(done) - 1) % num_resets, 0)  # [B]
 
-        def pick(fresh: jax.Array, stepped: jax.Array) -> jax.Array:
+        def start_spare(spare: jax.Array, stepped: jax.Array) -> jax.Array:
             mask = jnp.reshape(done, done.shape + (1,) * (stepped.ndim - 1))
-            return jnp.where(mask, fresh[slot], stepped)
+            return jnp.where(mask, spare, stepped)
 
-        state = jax.tree.map(pick, state_re, state_st)
-        obs = jax.tree.map(pick, obs_re, obs_st)
+        env_state = jax.tree.map(start_spare, state.spare_state, state_st)
+        obs = jax.tree.map(start_spare, state.spare_obs, obs_st)
+        spare_new = jnp.logical_and(state.spare_new, jnp.logical_not(done))
+        # Renew the first K used spares; index B (no such environment) pads the list, and its
+        # reset is computed and dropped.
+        (renew,) = jnp.nonzero(
+            jnp.logical_not(spare_new), size=self.num_resets(num_envs), fill_value=num_envs
+        )  # [K]
+        fresh_obs, fresh_state = jax.vmap(self._env.reset_env, in_axes=(0, None))(
+            reset_keys[jnp.minimum(renew, num_envs - 1)], params
+        )  # [K, ...]
+
+        def put(spare: jax.Array, fresh: jax.Array) -> jax.Array:
+            return spare.at[renew].set(fresh, mode="drop")
+
+        pooled = PooledState(
+            env_state=env_state,
+            spare_obs=jax.tree.map(put, state.spare_obs, fresh_obs),
+            spare_state=jax.tree.map(put, state.spare_state, fresh_state),
+            spare_new=spare_new.at[renew].set(True, mode="drop"),
+        )
         info = {
             **info,
             "terminated": terminated,
             "truncated": truncated,
             "final_observation": obs_st,
+            "reset_reused": jnp.logical_and(done, jnp.logical_not(state.spare_new)),
         }
-        return obs, state, jnp.asarray(reward, jnp.float32), terminated, truncated, info
+        return obs, pooled, jnp.asarray(reward, jnp.float32), terminated, truncated, info
 
 
 class EpisodeStatsState(struct.PyTreeNode):
