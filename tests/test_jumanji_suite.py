@@ -267,13 +267,16 @@ def test_masked_actions_are_never_taken(algo, tmp_path):
     cfg, arch = algorithms.get(algo).presets["tiny"]
     # The grid flattened (no conv torso to compile): the mask does not depend on the torso.
     cfg = dataclasses.replace(cfg, network=dataclasses.replace(cfg.network, torso="mlp"))
+    # Training covers IMPALA's sampling and R2D2's epsilon-greedy; IMPALA's run also covers the
+    # greedy evaluation and epsilon-random episodes (one compile of each is enough).
+    evaluate = algo == "impala"
     result = runner.train(
         algo,
         TrainConfig(
             algo=cfg,
             env=EnvConfig(MASKED, {"time_limit": 30}),
             arch=dataclasses.replace(arch, total_env_steps=1024),
-            eval=EvalConfig(episodes=8),
+            eval=EvalConfig(episodes=8 if evaluate else 0),
             out=str(tmp_path),
             run_name="masked",
             quiet=True,
@@ -281,9 +284,9 @@ def test_masked_actions_are_never_taken(algo, tmp_path):
     )
     assert sum(r["episodes"] for r in result.records) >= 16
     assert all(r["mean_return"] in (None, 0.0) for r in result.records)
-    assert result.summary["eval_max_return"] == 0.0
-    if algo != "impala":
+    if not evaluate:
         return
+    assert result.summary["eval_max_return"] == 0.0
     # Evaluation with epsilon-random actions: the random actions honour the mask too.
     saved = runner.load_policy(tmp_path / "masked")
     algorithm, learner = saved.run(0)
