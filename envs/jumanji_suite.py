@@ -30,10 +30,14 @@ MMST, MultiCVRP, RobotWarehouse, SearchAndRescue: one action and often one rewar
 JobShop (one action per machine; the joint space is 21^10), and Sokoban (downloads its levels
 from the Hugging Face hub when it is built).
 
-Constructor arguments go to jumanji (`Snake(num_rows, num_cols, time_limit)`: `--env-kwargs
-num_rows 6 num_cols 6`), except Maze's `num_rows`/`num_cols`, which build its random generator,
-and `envs_per_reset`, which shares the cost of expensive resets across a batch (Maze's default
-is 8, see `POOLED_RESETS`; 1 gives every finished environment a fresh episode at once).
+`info["illegal_action"]` says whether the action taken was masked (what jumanji then does
+differs: Snake dies, Maze stays put, GraphColoring ends).
+
+Constructor arguments go to jumanji (`Snake(num_rows, num_cols)`: `--env-kwargs num_rows 6
+num_cols 6`; `time_limit` is the adapter's parameter, above), except Maze's `num_rows` and
+`num_cols`, which build its random generator, and `envs_per_reset`, which shares the cost of
+expensive resets across a batch (Maze's default is 8, see `POOLED_RESETS`; 1 gives every
+finished environment a fresh episode at once).
 
 Imported by `envs.registry` only when a `jumanji/` name is first used.
 """
