@@ -20,6 +20,7 @@ import envs  # noqa: E402
 from algorithms import ppo  # noqa: E402
 from anakin import runner  # noqa: E402
 from anakin.config import EvalConfig, TrainConfig  # noqa: E402
+from envs import registry  # noqa: E402
 from envs.wrappers import AutoReset, Wrapper  # noqa: E402
 
 pytestmark = pytest.mark.timeout(400)
@@ -105,6 +106,20 @@ def test_pushed_pole_falls_by_termination(pendulum):
     reward, terminated, truncated, final, length = steps[ends[0]]
     assert terminated and not truncated and length == ends[0] + 1 < LIMIT
     assert abs(final[1]) > 0.2  # the angle that ended it is in the final observation
+
+
+@pytest.mark.parametrize("name", registry.suite_names("brax"))
+def test_every_named_environment_traces(name):
+    """Each name offered builds, and its reset and step trace to the spec's shapes (compiling
+    them all would take many minutes on a CPU)."""
+    env, params = envs.make(f"brax/{name}")
+    spec = envs.spec(env, params)
+    assert spec.num_actions is None and len(spec.action_shape) == 1
+    obs, state = jax.eval_shape(env.reset, jax.random.PRNGKey(0), params)
+    assert obs == spec.obs and spec.obs.dtype == jnp.float32
+    action = jnp.zeros(spec.action_shape)
+    out = jax.eval_shape(env.step, jax.random.PRNGKey(0), state, action, params)
+    assert out[0] == spec.obs and out[3].dtype == jnp.bool_ and out[4].dtype == jnp.bool_
 
 
 def test_backend_is_a_constructor_keyword():
