@@ -19,6 +19,7 @@ import envs  # noqa: E402
 from algorithms import impala  # noqa: E402
 from anakin import runner  # noqa: E402
 from anakin.config import EvalConfig, TrainConfig  # noqa: E402
+from envs import registry  # noqa: E402
 from envs.wrappers import AutoReset, Wrapper  # noqa: E402
 
 NOOP, LEFT, RIGHT = 0, 1, 2  # Breakout's minimal action set
@@ -215,6 +216,21 @@ def test_board_game_time_limit_and_illegal_moves(tic_tac_toe):
     assert not bool(t.obs["action_mask"][4])
     reward, terminated, _, _ = t.step(jax.random.PRNGKey(1), jnp.int32(4))
     assert terminated and reward == -1.0
+
+
+@pytest.mark.parametrize("name", registry.suite_names("pgx"))
+def test_every_named_game_traces(name):
+    """Each name offered builds, and its reset and step trace to the spec's tree; games whose
+    legal actions change carry a mask, MinAtar (always all legal) gives the board alone."""
+    env, params = envs.make(f"pgx/{name}")
+    spec = envs.spec(env, params).validate()
+    assert (spec.action_mask is None) == name.startswith("minatar")
+    obs, state = jax.eval_shape(env.reset, jax.random.PRNGKey(0), params)
+    assert obs == spec.obs
+    out = jax.eval_shape(env.step, jax.random.PRNGKey(0), state, jnp.int32(0), params)
+    assert out[0] == spec.obs and out[2].dtype == jnp.float32
+    board = spec.obs if spec.action_mask is None else spec.obs["observation"]
+    assert board.dtype == jnp.float32 and len(board.shape) == 3  # an image for the conv torso
 
 
 def test_unknown_game_names_the_choices():
