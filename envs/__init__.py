@@ -15,6 +15,7 @@ from envs.wrappers import (
     FlattenObservation,
     MaskObservation,
     ObservationWrapper,
+    PooledAutoReset,
     Wrapper,
 )
 
@@ -27,6 +28,7 @@ __all__ = [
     "FlattenObservation",
     "MaskObservation",
     "ObservationWrapper",
+    "PooledAutoReset",
     "Wrapper",
     "check_name",
     "make",

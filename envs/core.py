@@ -27,6 +27,11 @@ step without the reset, which `envs.wrappers.AutoReset` turns into the `Environm
     step_env(key, state, action, params) -> (obs, state, reward, terminated, truncated, info)
     spec(params) -> EnvSpec
 
+Optionally `envs_per_reset: int`: an adapter whose reset costs far more than a step (Craftax
+generates a world) sets it, and `envs.make` wraps it in `envs.wrappers.PooledAutoReset`, which
+renews one spare first state per `envs_per_reset` environments each batch step instead of
+resetting every environment every step.
+
 `step_env` never resets: after the last step of an episode it returns the observation the
 action reached. The adapter already separates `terminated` from `truncated` (never both: a step
 that terminates at the time limit is a termination, since nothing is left to bootstrap),
