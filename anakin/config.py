@@ -196,13 +196,13 @@ class EnvConfig:
     Attributes:
       name: environment name (see `anakin envs`); a suite prefix selects another suite.
       kwargs: environment parameters or constructor arguments, e.g. max_steps_in_episode 200
-        (integers stay integers).
+        (integers stay integers; words, e.g. brax's backend spring, are strings).
       hide: flat observation entries to hide (partial observability), e.g. 1 3 for
         CartPole without velocities.
     """
 
     name: str = "CartPole-v1"
-    kwargs: dict[str, int | float | bool] = dataclasses.field(default_factory=dict)
+    kwargs: dict[str, int | float | bool | str] = dataclasses.field(default_factory=dict)
     hide: tuple[int, ...] = ()
 
 

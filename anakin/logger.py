@@ -44,7 +44,7 @@ def make_run_dir(out: str, name: str) -> Path:
 
 def default_run_name(algo: str, env: str) -> str:
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return f"{algo}-{env}-{stamp}"
+    return f"{algo}-{env.replace('/', '_')}-{stamp}"  # suite prefixes: pgx/2048 -> pgx_2048
 
 
 def write_json(path: Path, obj: Any) -> None:

@@ -70,3 +70,21 @@ def test_every_float_setting_has_a_range_or_must_be_finite():
             if "float" in str(hints[f.name]) and f.name not in learning.RANGES:
                 unranged.add(f.name)
     assert unranged == {"target_entropy"}, unranged  # any real number (SAC: default -|A|)
+
+
+def test_env_kwargs_keep_their_kinds_and_suite_names_make_flat_run_names():
+    import tyro
+
+    from anakin import logger
+    from anakin.config import TrainConfig
+
+    entry = algorithms.get("impala")
+    algo_cfg, arch = entry.presets["default"]
+    args = ["--env.kwargs", "max_steps_in_episode", "200", "backend", "spring", "x", "1.5"]
+    cfg = tyro.cli(
+        TrainConfig[entry.config_cls], default=TrainConfig(algo_cfg, arch=arch), args=args
+    )
+    assert cfg.env.kwargs == {"max_steps_in_episode": 200, "backend": "spring", "x": 1.5}
+    assert type(cfg.env.kwargs["max_steps_in_episode"]) is int
+    name = logger.default_run_name("impala", "pgx/tic_tac_toe")
+    assert name.startswith("impala-pgx_tic_tac_toe-") and "/" not in name
