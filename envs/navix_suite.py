@@ -29,7 +29,14 @@ uint8 [7 * 7 * 21] or uint8 [7, 7, 3]). RGB observations are not offered.
 
 Rendering: navix builds a rendering cache (the background as RGB patches) at every reset, only
 used by RGB observations. Our `AutoReset` resets on every step (and selects), so the adapter
-hands navix an empty cache instead.
+hands navix an empty cache instead (DoorKey-8x8: 2.5-4.7x more env steps/s).
+
+Resets: a navix reset (building the grid and placing entities) costs several steps.
+`envs_per_reset=N` (e.g. `--env-kwargs envs_per_reset 8`) has `envs.make` share them across the
+batch with `envs.wrappers.PooledAutoReset` (one fresh first state per N environments per batch
+step): with random actions on 64 environments on a 2-core CPU, DoorKey-8x8 went from 74k to
+293k env steps/s, Empty-5x5 from 591k to 773k. Off by default, so that every episode starts
+from its own reset unless asked.
 """
 
 from __future__ import annotations
@@ -71,10 +78,18 @@ class NavixAdapter:
     Args:
       name: a navix id, e.g. "Navix-Empty-5x5-v0".
       observation: one of `OBSERVATIONS` (default "onehot": uint8 [H * W * 21]).
+      envs_per_reset: None (plain `AutoReset`), or share resets across a batch with
+        `envs.wrappers.PooledAutoReset` (see the module docstring).
       **navix_kwargs: passed to `navix.make` (e.g. `max_steps=50`, `penality_coeff=0.9`).
     """
 
-    def __init__(self, name: str, observation: str = "onehot", **navix_kwargs: Any):
+    def __init__(
+        self,
+        name: str,
+        observation: str = "onehot",
+        envs_per_reset: int | None = None,
+        **navix_kwargs: Any,
+    ):
         if observation not in OBSERVATIONS:
             raise ValueError(
                 f"navix/{name}: observation={observation!r}; choose one of "
@@ -85,6 +100,7 @@ class NavixAdapter:
         observation_fn, self._onehot = OBSERVATIONS[observation]
         self.navix_env = navix.make(name, observation_fn=observation_fn, **navix_kwargs)
         self._cache = RenderingCache(patches=jnp.zeros((1, 1, 1, 3), jnp.uint8))
+        self.envs_per_reset = envs_per_reset  # read by envs.make: None means plain AutoReset
 
     @property
     def default_params(self) -> NavixParams:

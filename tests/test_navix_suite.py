@@ -25,7 +25,7 @@ from algorithms import impala  # noqa: E402
 from anakin import runner  # noqa: E402
 from anakin.config import EvalConfig, TrainConfig  # noqa: E402
 from envs import registry  # noqa: E402
-from envs.wrappers import AutoReset, Wrapper  # noqa: E402
+from envs.wrappers import AutoReset, PooledAutoReset, Wrapper  # noqa: E402
 
 CCW, CW, FORWARD = 0, 1, 2  # navix.actions.MINIGRID_ACTION_SET
 TO_GOAL_5X5 = [FORWARD, FORWARD, CW, FORWARD, FORWARD]
@@ -137,6 +137,26 @@ def test_every_step_is_a_real_transition_across_episodes():
             ends.append(t + 1)
             assert int(info["episode_length"]) == 5 and float(info["episode_return"]) == 1.0
     assert ends == [5, 10]
+
+
+def test_pooled_resets_keep_every_episode_whole():
+    """With `envs_per_reset`, 16 environments walk the shortest path twice: every one ends by
+    termination on steps 5 and 10, each episode 5 steps long."""
+    env, params = envs.make("navix/Navix-Empty-5x5-v0", envs_per_reset=4)
+    assert isinstance(env._env, PooledAutoReset)
+    obs, state = env.reset_batch(keys(16), params)
+
+    @jax.jit
+    def step(state, key, action):
+        actions = jnp.full((16,), action, jnp.int32)
+        return env.step_batch(jax.random.split(key, 16), state, actions, params)
+
+    for t, (key, action) in enumerate(zip(keys(10, seed=3), TO_GOAL_5X5 * 2, strict=True)):
+        obs, state, reward, terminated, truncated, info = step(state, key, action)
+        ends = t + 1 in (5, 10)
+        assert np.asarray(terminated).tolist() == [ends] * 16 and not np.asarray(truncated).any()
+        assert np.asarray(info["episode_length"]).tolist() == [5 if ends else 0] * 16
+        assert np.asarray(reward).tolist() == [1.0 if ends else 0.0] * 16
 
 
 def test_time_limit_is_truncation():
