@@ -329,10 +329,8 @@ def first_episode_returns(env, env_params, policy, key, num_envs: int, max_steps
     import jax.numpy as jnp
 
     reset_key, key = jax.random.split(key)
-    obs, state = jax.vmap(env.reset, in_axes=(0, None))(
-        jax.random.split(reset_key, num_envs), env_params
-    )
-    step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+    obs, state = env.reset_batch(jax.random.split(reset_key, num_envs), env_params)
+    step = env.step_batch  # as the training loop steps it (a suite's pooled resets included)
 
     def cond(c: _Rollout):
         return jnp.logical_and(c.t < max_steps, jnp.logical_not(jnp.all(c.done)))
