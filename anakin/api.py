@@ -217,7 +217,7 @@ def train(
         cfg = make_config(algo, env, preset, overrides, **kwargs)
     prepared = runner.setup(algo, cfg)
     if saved is not None:
-        runner.check_same_devices(Path(resume), prepared)
+        runner.check_same_devices(Path(resume), prepared, force)
     result = runner.train(
         algo, cfg, prepared, resume=runner.Resume(Path(resume)) if resume is not None else None
     )

@@ -117,7 +117,7 @@ def _train(argv: list[str]) -> int:
         runner.check_reporting(cfg)
         prepared = runner.setup(known.algo, cfg)
         if saved is not None:
-            runner.check_same_devices(Path(known.resume), prepared)
+            runner.check_same_devices(Path(known.resume), prepared, known.force)
     except ValueError as e:
         return _error("train", str(e))
     resume = runner.Resume(Path(known.resume), known.resume_step) if known.resume else None

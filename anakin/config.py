@@ -91,11 +91,13 @@ class EvalConfig:
     max_steps: int = 10_000
 
     def validate(self, num_devices: int) -> None:
-        if self.episodes < 0 or self.every_env_steps < 0 or self.max_steps < 1:
-            raise ValueError(
-                f"eval.episodes={self.episodes}, eval.every_env_steps={self.every_env_steps} "
-                f"must be >= 0 and eval.max_steps={self.max_steps} >= 1"
-            )
+        for name, value, low in (
+            ("episodes", self.episodes, 0),
+            ("every_env_steps", self.every_env_steps, 0),
+            ("max_steps", self.max_steps, 1),
+        ):
+            if value < low:
+                raise ValueError(f"eval.{name}={value} must be >= {low}")
         if self.episodes % num_devices:
             raise ValueError(
                 f"eval.episodes={self.episodes} does not divide over {num_devices} devices; use "

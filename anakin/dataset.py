@@ -860,6 +860,9 @@ def save(path: str | os.PathLike, dataset: Dataset, *, compress: bool = False) -
         fd, tmp = tempfile.mkstemp(
             prefix=f".{os.path.basename(name)}.", suffix=".tmp", dir=directory
         )
+        umask = os.umask(0)  # mkstemp makes the file 0600; a dataset is as readable as any file
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         with os.fdopen(fd, "wb") as f:
             write = np.savez_compressed if compress else np.savez
             write(f, **_flatten(dataset), meta=np.array(meta_json))

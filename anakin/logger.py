@@ -260,6 +260,11 @@ def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
             records.append(json.loads(line))
         except ValueError:
             if j == len(lines) - 1:
+                print(
+                    f"[anakin] warning: {path}: dropped its last line, cut short (the process "
+                    "was stopped while writing it); a resume redoes that call",
+                    file=sys.stderr,
+                )
                 break
             raise ValueError(f"{path}: line {i} is not a JSON record: {line[:60]!r}") from None
     return records

@@ -80,18 +80,20 @@ def read_description(run_dir: Path) -> dict[str, Any]:
         raise ValueError(f"{path} is not valid JSON ({e})") from None
 
 
-def check_same_devices(run_dir: Path, prepared: Any) -> None:
+def check_same_devices(run_dir: Path, prepared: Any, force: bool = False) -> None:
     """A resumed run must lay its state over as many devices as the saved one, and an offline
-    run must read the same dataset bytes it trained on (not a file that replaced them)."""
+    run must read the same dataset bytes it trained on (not a file that replaced them), unless
+    `force` (the change is then recorded in config-history.jsonl, see `write_description`)."""
     description = read_description(run_dir)
     trained_on = description.get("dataset")
-    if trained_on and prepared.dataset_meta is not None:
+    if trained_on and prepared.dataset_meta is not None and not force:
         now = prepared.dataset_meta["sha256"]
         if trained_on["sha256"] != now:
             raise ValueError(
                 f"{prepared.cfg.dataset} is not the dataset {run_dir} trained on: its SHA-256 is "
                 f"{now[:16]}..., the run's was {trained_on['sha256'][:16]}... (the file changed "
-                "or was replaced); resume with the original file, or start a new run"
+                "or was replaced); resume with the original file, or pass --force to train on "
+                "the new one (recorded in config-history.jsonl)"
             )
     saved = description["derived"]["num_devices"]
     if saved != len(prepared.devices):
@@ -132,8 +134,11 @@ def write_description(
         _write_json(path, description)
         return []
     old = read_description(run_dir)
-    before = _flat(old.get("config", {}))
-    after = _flat(json.loads(json.dumps(description["config"], default=str)))
+    new = json.loads(json.dumps(description, default=str))
+    # The config, and for offline runs the dataset's bytes ("dataset_file.sha256").
+    before = _flat(old.get("config", {})) | _flat(old.get("dataset") or {}, "dataset_file")
+    after = _flat(new["config"]) | _flat(new.get("dataset") or {}, "dataset_file")
+    before.pop("dataset_file", None), after.pop("dataset_file", None)  # no dataset: {}
     changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
     if changed:
         entry = {
@@ -153,3 +158,39 @@ def _write_json(path: Path, obj: Any) -> None:
     from anakin import logger
 
     logger.write_json(path, obj)
+
+
+class RunLock:
+    """Held by the process that trains in a run directory: a second `anakin train --resume`
+    of the same directory stops with one line instead of both writing checkpoints and metrics.
+    An advisory `flock` on `RUN_DIR/.lock`, released when training ends or the process dies."""
+
+    def __init__(self, run_dir: Path):
+        self.path = Path(run_dir) / ".lock"
+        self._file = None
+
+    def __enter__(self) -> RunLock:
+        import fcntl
+
+        f = open(self.path, "a+")
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = f.read().strip() or "another process"
+            f.close()
+            raise ValueError(
+                f"{self.path.parent} is in use: {holder} is training in it; wait for it to "
+                "finish (or stop it), then resume"
+            ) from None
+        f.seek(0)
+        f.truncate()
+        f.write(f"process {os.getpid()}")
+        f.flush()
+        self._file = f
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._file is not None:
+            self._file.close()  # closing releases the lock
+            self._file = None

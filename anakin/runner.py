@@ -8,6 +8,7 @@ modules of their own; their public names are also importable from here.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 import time
@@ -37,6 +38,7 @@ from anakin.records import (
 from anakin.rundir import (
     NothingToResume,
     Resume,
+    RunLock,
     agree,
     check_resume,
     check_same_devices,
@@ -246,7 +248,19 @@ def train(
         after the last good state).
       CheckpointError: the checkpoint to resume from is missing, partial or corrupted.
       logger.SinkError: W&B was asked for and could not start (before compiling).
+      ValueError: another process is training in the run directory (see `RunLock`).
     """
+    with contextlib.ExitStack() as held:
+        return _train(algo_name, cfg, prepared, resume, held)
+
+
+def _train(
+    algo_name: str,
+    cfg: TrainConfig,
+    prepared: Setup | None,
+    resume: Resume | None,
+    held: contextlib.ExitStack,
+) -> RunResult:
     start = time.monotonic()
     check_reporting(cfg)
     s = prepared or setup(algo_name, cfg)
@@ -258,6 +272,8 @@ def train(
         name = agree(cfg.run_name or logger.default_run_name(algo_name, cfg.env.name))
         run_dir = logger.make_run_dir(cfg.out, name) if primary else Path(cfg.out) / name
         run_dir = Path(agree(str(run_dir)))
+    if primary:  # one training process per run directory (two resumes would both write)
+        held.enter_context(RunLock(run_dir))
     checkpointer = Checkpointer(run_dir, cfg.checkpoint.keep) if cfg.checkpoint.enabled else None
     per_call, num_calls = s.steps_per_call, s.num_calls(arch.total_env_steps)
 

@@ -301,9 +301,19 @@ def test_resume_refuses_a_dataset_file_that_was_replaced(tmp_path, demo_dataset)
         runner.train("bc", cfg, resume=runner.Resume(first.run_dir))
     # Other bytes at the same path (here the same steps, stored compressed): refused, by name.
     dataset_lib.save(data, dataset_lib.load(demo_dataset), compress=True)
+    prepared = runner.setup("bc", cfg)
     with pytest.raises(ValueError, match=r"data.npz is not the dataset .* trained on") as e:
-        runner.check_same_devices(first.run_dir, runner.setup("bc", cfg))
-    assert "\n" not in str(e.value)
+        runner.check_same_devices(first.run_dir, prepared)
+    assert "\n" not in str(e.value) and "pass --force" in str(e.value)
+    # --force trains on the new file, and the history records the change of bytes.
+    runner.check_same_devices(first.run_dir, prepared, force=True)
+    longer = dataclasses.replace(
+        cfg, arch=dataclasses.replace(cfg.arch, total_env_steps=2 * cfg.arch.total_env_steps)
+    )
+    runner.train("bc", longer, resume=runner.Resume(first.run_dir))
+    (entry,) = json_lines(first.run_dir / "config-history.jsonl")
+    old_sha, new_sha = entry["changed"]["dataset_file.sha256"]
+    assert old_sha == described["sha256"] and new_sha == dataset_lib.file_sha256(data)
 
 
 def test_a_forced_resume_keeps_the_old_config_and_pins_its_checkpoint(tmp_path):

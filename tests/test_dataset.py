@@ -316,3 +316,14 @@ def test_output_paths_are_checked_before_recording(tmp_path):
     with pytest.raises(dataset.DatasetError, match="is a directory"):
         dataset.save(tmp_path, toy())
     assert dataset.load(existing).num_steps == toy().num_steps  # untouched by the failures
+
+
+def test_saved_files_follow_the_umask_like_any_other_file(tmp_path):
+    import os
+    import stat
+
+    path = tmp_path / "demo.npz"
+    dataset.save(path, toy())
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask  # not mkstemp's 0600

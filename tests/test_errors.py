@@ -168,3 +168,27 @@ def test_collect_overwrite_replaces_only_when_asked(tmp_path, tiny_run):
     assert again.returncode == 2 and out.stat().st_size == size
     forced = anakin("collect", str(tiny_run), "--episodes", "2", "--out", str(out), "--overwrite")
     assert forced.returncode == 0 and out.stat().st_size < size
+
+
+def test_a_second_process_cannot_train_in_a_run_directory_in_use(tmp_path):
+    import signal
+    import time
+
+    first = subprocess.Popen(
+        [sys.executable, "-m", "anakin.cli", "train", "impala", "--preset", "tiny", "--out",
+         str(tmp_path), "--run-name", "busy", "--arch.total-env-steps", "100000000"],
+        env={**os.environ, "ANAKIN_COMPILE_CACHE": "0"},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 90
+        while not (tmp_path / "busy" / "metrics.jsonl").exists():
+            assert time.monotonic() < deadline and first.poll() is None
+            time.sleep(0.5)
+        second = anakin("train", "impala", "--resume", str(tmp_path / "busy"))
+        assert second.returncode == 2
+        (line,) = second.stderr.strip().splitlines()
+        assert "busy is in use: process" in line and "is training in it" in line
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.wait(timeout=60)
