@@ -16,24 +16,17 @@ import pytest
 
 pytest.importorskip("brax")
 
+from contract import adapter_of  # noqa: E402
+
 import envs  # noqa: E402
 from algorithms import ppo  # noqa: E402
 from anakin import runner  # noqa: E402
 from anakin.config import EvalConfig, TrainConfig  # noqa: E402
 from envs import registry  # noqa: E402
-from envs.wrappers import AutoReset, Wrapper  # noqa: E402
 
 pytestmark = pytest.mark.timeout(400)
 
 LIMIT = 12  # a short time limit: the pole stays up that long without a push
-
-
-def adapter_of(env):
-    """The adapter (with any observation wrappers) below `env`'s AutoReset."""
-    while not isinstance(env, AutoReset):
-        assert isinstance(env, Wrapper)
-        env = env._env
-    return env._env
 
 
 @pytest.fixture(scope="module")

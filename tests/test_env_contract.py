@@ -18,10 +18,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import toy_envs  # noqa: F401  (registers the test-* environments)
+from contract import adapter_of as below_autoreset
+from contract import assert_trees_equal, shapes
 
 import envs
 from envs import registry
-from envs.wrappers import AutoReset, Wrapper
 
 STEPS = 30
 
@@ -44,24 +45,6 @@ CASES = [
     Case("test-NaNAfter", {}, "random", frozenset()),
     Case("test-Endless", {}, "random", frozenset()),
 ]
-
-
-def shapes(tree):
-    return jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x), np.asarray(x).dtype), tree)
-
-
-def assert_trees_equal(a, b):
-    assert jax.tree.structure(a) == jax.tree.structure(b)
-    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
-        np.testing.assert_array_equal(x, y)
-
-
-def below_autoreset(env):
-    """The `Adapter` that `env`'s `AutoReset` wraps (the adapter plus observation wrappers)."""
-    while not isinstance(env, AutoReset):
-        assert isinstance(env, Wrapper)
-        env = env._env
-    return env._env
 
 
 def choose(policy, key, spec):

@@ -18,6 +18,8 @@ jumanji = pytest.importorskip("jumanji")
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+from contract import adapter_of as below_autoreset  # noqa: E402
+from contract import assert_trees_equal, shapes  # noqa: E402
 from jumanji.environments.routing.snake.types import Position  # noqa: E402
 from jumanji.environments.routing.snake.types import State as SnakeState  # noqa: E402
 
@@ -52,23 +54,6 @@ CASES = [
          frozenset({"terminated", "truncated"})),
     Case("jumanji/Tetris-v0", {}, "legal", frozenset({"terminated"})),
 ]  # fmt: skip
-
-
-def shapes(tree):
-    return jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x), np.asarray(x).dtype), tree)
-
-
-def assert_trees_equal(a, b):
-    assert jax.tree.structure(a) == jax.tree.structure(b)
-    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
-        np.testing.assert_array_equal(x, y)
-
-
-def below_autoreset(env):
-    while not isinstance(env, AutoReset):
-        assert isinstance(env, Wrapper)
-        env = env._env
-    return env._env
 
 
 def choose(policy, rng, legal):

@@ -15,32 +15,15 @@ import pytest
 
 pytest.importorskip("pgx")
 
+from contract import adapter_of, assert_trees_equal, shapes  # noqa: E402
+
 import envs  # noqa: E402
 from algorithms import impala  # noqa: E402
 from anakin import runner  # noqa: E402
 from anakin.config import EvalConfig, TrainConfig  # noqa: E402
 from envs import registry  # noqa: E402
-from envs.wrappers import AutoReset, Wrapper  # noqa: E402
 
 NOOP, LEFT, RIGHT = 0, 1, 2  # Breakout's minimal action set
-
-
-def shapes(tree):
-    return jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x), np.asarray(x).dtype), tree)
-
-
-def assert_trees_equal(a, b):
-    assert jax.tree.structure(a) == jax.tree.structure(b)
-    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
-        np.testing.assert_array_equal(x, y)
-
-
-def adapter_of(env):
-    """The adapter (with any observation wrappers) below `env`'s AutoReset."""
-    while not isinstance(env, AutoReset):
-        assert isinstance(env, Wrapper)
-        env = env._env
-    return env._env
 
 
 class Driver:
