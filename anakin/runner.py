@@ -194,6 +194,17 @@ class _Videos:
         return path
 
 
+def _wait_responsively(tree: Any) -> None:
+    """Waits for a program call's outputs while staying responsive to signals: Python runs
+    signal handlers only between bytecodes, so a main thread blocked inside XLA would merge a
+    second Ctrl-C into the first (and could not abort). Polling keeps both separate."""
+    leaves = [x for x in jax.tree.leaves(tree) if isinstance(x, jax.Array)]
+    pause = 0.0005
+    while not all(x.is_ready() for x in leaves):
+        time.sleep(pause)
+        pause = min(2 * pause, 0.02)
+
+
 class _StopSignals:
     """SIGINT and SIGTERM (Ctrl-C; a preempted VM or a scheduler) while training: the first asks
     the loop to stop after the current program call, with a checkpoint, metrics and summary; a
@@ -350,7 +361,8 @@ def _train(
         for call in range(first_call, num_calls):
             t0 = time.monotonic()
             state, metrics = train_step(state)
-            metrics = dev.unreplicate(metrics)  # waits for the call
+            _wait_responsively(metrics)
+            metrics = dev.unreplicate(metrics)
             metrics = {
                 "learner": logger.to_record(metrics["learner"]),
                 "loop": jax.tree.map(np.asarray, metrics["loop"]),

@@ -97,3 +97,23 @@ def test_wall_clock_checkpoints_bound_lost_work(tmp_path):
 
     steps = Checkpointer(tmp_path / "clock").steps()
     assert steps == [arch.env_steps_per_call * (i + 1) for i in range(4)], steps
+
+
+def test_a_second_interrupt_aborts_at_once_and_keeps_the_last_checkpoint(tmp_path):
+    # Long program calls (a few seconds each), so both signals land within one call.
+    args = train_args(tmp_path, "run") + ["--arch.updates-per-call", "30000"]  # ~2M steps
+    args[args.index("--arch.total-env-steps") + 1] = str(20_000_000)
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    metrics = tmp_path / "run" / "metrics.jsonl"
+    deadline = time.monotonic() + 240
+    while not (metrics.exists() and metrics.stat().st_size) and time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()[1][-2000:]
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=240)
+    assert proc.returncode == 130, err[-2000:]
+    (line,) = err.strip().splitlines()
+    assert "aborted by a second interrupt; the newest checkpoint is kept" in line
+    assert not (tmp_path / "run" / "summary.json").exists()  # aborted: no summary written
