@@ -1,6 +1,6 @@
 """A saved policy: a checkpoint's learner read back on this machine, evaluated, recorded into
 a dataset, or filmed (the core of `anakin evaluate`, `anakin collect`, `anakin render` and the
-Python API). Episodes run on device; `anakin.render` draws the frames on the host."""
+Python API). Episodes run on device; `anakin.video` draws the frames on the host."""
 
 from __future__ import annotations
 
@@ -19,8 +19,7 @@ import envs
 from anakin import dataset as dataset_lib
 from anakin import devices as dev
 from anakin import episodes as episodes_lib
-from anakin import logger, loop, offline
-from anakin import render as render_lib
+from anakin import logger, loop, offline, video
 from anakin import runs as runs_lib
 from anakin.checkpoint import Checkpointer
 from anakin.config import MAX_SEED, EvalConfig, TrainConfig, train_config_from_dict
@@ -303,7 +302,7 @@ def make_filmer(
 ) -> Callable[[Any, jax.Array], Film]:
     """`film(learner, key) -> Film`: `episodes` episodes of the evaluation policy, played side
     by side on this process's first device (`film_devices`; compiled on the first call only),
-    then drawn on the host one after another (see `anakin.render`). `learner` is one copy with
+    then drawn on the host one after another (see `anakin.video`). `learner` is one copy with
     a leading axis of 1 on that device (`dev.replicate(learner, film_devices())`, or a training
     state's first shard, which needs no copy)."""
     devices = film_devices()
@@ -323,12 +322,10 @@ def make_filmer(
         steps = jax.tree.map(np.asarray, eps.recorded)  # [max_steps, episodes, ...]
         lengths = np.asarray(eps.result.lengths)
         recorded = [
-            render_lib.EpisodeSteps(
-                **jax.tree.map(lambda x, i=i, n=int(n): x[:n, i], steps)._asdict()
-            )
+            video.EpisodeSteps(**jax.tree.map(lambda x, i=i, n=int(n): x[:n, i], steps)._asdict())
             for i, n in enumerate(lengths)
         ]
-        frames = render_lib.draw_episodes(adapter, env_params, recorded, title)
+        frames = video.draw_episodes(adapter, env_params, recorded, title)
         return Film(frames, np.asarray(eps.result.returns), lengths)
 
     return film
@@ -350,8 +347,8 @@ def render_checkpoint(
     that the `render` extra is installed) before loading anything; writes nothing on error."""
     check_counts(episodes=episodes, max_steps=max_steps, fps=fps, seed=seed)
     out = Path(out)
-    render_lib.check_out(out, overwrite)
-    render_lib.require(out)
+    video.check_out(out, overwrite)
+    video.require(out)
     saved = load_policy(Path(run_dir), step)
     algorithm, learner = saved.run(run)
     t0 = time.monotonic()
@@ -363,7 +360,7 @@ def render_checkpoint(
         max_steps=max_steps,
         title=saved.cfg.env.name,
     )(dev.replicate(learner, film_devices()), jax.random.PRNGKey(seed))
-    frames, size = render_lib.write_video(out, film.frames, fps)
+    frames, size = video.write_video(out, film.frames, fps)
     return {
         "out": str(out),
         "frames": frames,

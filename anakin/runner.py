@@ -21,9 +21,8 @@ import numpy as np
 
 import algorithms
 from anakin import devices as dev
-from anakin import logger
+from anakin import logger, video
 from anakin import policy as policy_lib
-from anakin import render as render_lib
 from anakin.checkpoint import Checkpointer
 from anakin.config import TrainConfig, to_dict
 from anakin.policy import SavedPolicy, collect, evaluate_checkpoint, load_policy, render_checkpoint
@@ -147,7 +146,7 @@ def check_reporting(cfg: TrainConfig) -> None:
     cfg.render.validate()
     cfg.wandb.validate()
     if cfg.render.every_env_steps:
-        render_lib.require()
+        video.require()
     if cfg.wandb.enabled:
         logger.require_wandb()
 
@@ -190,7 +189,7 @@ class _Videos:
         film = self.film(learner, key)
         self.dir.mkdir(exist_ok=True)
         path = self.dir / f"step_{env_steps}.gif"
-        render_lib.write_video(path, film.frames, self.fps)
+        video.write_video(path, film.frames, self.fps)
         return path
 
 

@@ -16,7 +16,7 @@ pytest.importorskip("pygame", reason='videos need the render extra: pip install 
 
 import envs  # noqa: E402
 from algorithms import impala  # noqa: E402
-from anakin import cli, logger, policy, render, runner  # noqa: E402
+from anakin import cli, logger, policy, runner, video  # noqa: E402
 from anakin.config import EvalConfig, RenderConfig, TrainConfig  # noqa: E402
 from anakin.types import Layout  # noqa: E402
 
@@ -117,7 +117,7 @@ def test_environment_without_a_picture_gets_a_bar_plot_of_its_observation(tmp_pa
     assert len(frames) == int(result.lengths.sum()) > 2
     assert frames[0].shape == (320 + CAPTION, 400, 3)  # the 5x4 inch plot at 80 dpi
     out = tmp_path / "chain.gif"
-    assert render.write_video(out, iter(frames), fps=10) == (len(frames), out.stat().st_size)
+    assert video.write_video(out, iter(frames), fps=10) == (len(frames), out.stat().st_size)
     back = gif_frames(out)
     assert len(back) == len(frames)
     # A palette of at most 256 colours: close to the drawn frame, not equal.
@@ -129,13 +129,13 @@ def test_image_observations_are_drawn_as_images():
         pass
 
     rng = np.random.default_rng(0)
-    steps = render.EpisodeSteps(
+    steps = video.EpisodeSteps(
         state=np.zeros(3),
         obs=(rng.random((3, 10, 10, 4)) > 0.7).astype(np.float32),  # MinAtar-like channels
         action=np.array([0, 2, 1]),
         reward=np.array([0.0, 1.0, 0.0], np.float32),
     )
-    frames = list(render.draw_episodes(NoPicture(), None, [steps], "img"))
+    frames = list(video.draw_episodes(NoPicture(), None, [steps], "img"))
     assert len(frames) == 3 and frames[0].shape == (320 + CAPTION, 400, 3)
     assert not np.array_equal(frames[0], frames[1])
 
