@@ -170,4 +170,4 @@ def test_checkpoint_resume_and_evaluate_with_seeds(tmp_path):
     data = tmp_path / "run1.npz"
     assert runner.collect(reference.run_dir, data, episodes=2, run=1, max_steps=40)["episodes"] == 2
     with pytest.raises(ValueError, match="holds runs 0..1"):
-        runner.collect(reference.run_dir, data, episodes=2, run=2)
+        runner.collect(reference.run_dir, tmp_path / "run2.npz", episodes=2, run=2)
