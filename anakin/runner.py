@@ -201,7 +201,7 @@ def _wait_responsively(tree: Any) -> None:
     pause = 0.0005
     while not all(x.is_ready() for x in leaves):
         time.sleep(pause)
-        pause = min(2 * pause, 0.02)
+        pause = min(2 * pause, 0.005)
 
 
 class _StopSignals:
