@@ -210,3 +210,19 @@ def test_env_flags_keep_their_short_spellings_and_integer_kwargs():
     )
     assert cfg.env.name == "Catch-bsuite" and cfg.env.hide == (1,)
     assert cfg.env.kwargs == {"rows": 12} and isinstance(cfg.env.kwargs["rows"], int)
+
+
+def test_envs_lists_each_suite_or_how_to_install_it(capsys, monkeypatch):
+    from envs import registry
+
+    monkeypatch.setattr(registry, "installed", lambda prefix: prefix == "gymnax")
+    assert cli.main(["envs"]) == 0
+    out = capsys.readouterr().out
+    assert "# gymnax: 26 environments (the prefix is optional)" in out
+    assert "gymnax/CartPole-v1" in out
+    for suite in ("craftax", "xminigrid", "navix", "jumanji", "pgx", "brax"):
+        assert f'# {suite}: not installed (pip install -e ".[{suite}]")' in out
+    assert cli.main(["envs", "pgx"]) == 0
+    assert capsys.readouterr().out.strip() == '# pgx: not installed (pip install -e ".[pgx]")'
+    assert cli.main(["envs", "nosuch"]) == 2
+    assert "unknown suite 'nosuch'; choose from gymnax, craftax" in capsys.readouterr().err

@@ -232,3 +232,70 @@ def test_suites_are_imported_only_when_used():
         """
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+class _SeededCount(toy_envs.CountEnv):
+    """CountEnv whose first observation carries a number drawn from the reset key, so each
+    episode's "world" can be told apart; asks for pooled resets."""
+
+    name = "test-PooledCount"
+    envs_per_reset = 2
+
+    def reset_env(self, key, params):
+        world = jax.random.uniform(key)
+        return jnp.stack([jnp.float32(0), world]), (jnp.int32(0), world)
+
+    def step_env(self, key, state, action, params):
+        time, world = state[0] + 1, state[1]
+        obs = jnp.stack([time.astype(jnp.float32), world])
+        truncated = time >= params.max_steps_in_episode
+        return obs, (time, world), jnp.float32(1.0), jnp.bool_(False), truncated, {}
+
+
+def test_pooled_resets_start_spares_and_renew_k_per_step():
+    from envs.wrappers import PooledAutoReset
+
+    envs.register("test-PooledCount", _SeededCount)
+    try:
+        env, params = envs.make("test-PooledCount", max_steps_in_episode=2)
+    finally:
+        envs.registry._OWN.pop("test-PooledCount")
+    assert isinstance(env._env, PooledAutoReset) and env._env.num_resets(4) == 2
+    keys = jax.random.split(jax.random.PRNGKey(0), 4)
+    obs, state = env.reset_batch(keys, params)
+    spare_worlds = np.asarray(state.env_state.spare_obs[:, 1])
+    first_worlds = np.asarray(obs[:, 1])
+    assert len(set(first_worlds) | set(spare_worlds)) == 8  # every env, first and spare differ
+    step = jax.jit(env.step_batch)
+    action = jnp.zeros(4, jnp.int32)
+    renewals = []
+    for t in range(4):
+        step_keys = jax.random.split(jax.random.PRNGKey(t + 1), 4)
+        spares = np.asarray(state.env_state.spare_obs[:, 1])
+        prev_worlds = np.asarray(obs[:, 1])
+        obs, state, reward, terminated, truncated, info = step(step_keys, state, action, params)
+        renewals.append(np.asarray(state.env_state.spare_obs[:, 1]) != spares)
+        if t % 2 == 0:  # mid-episode: nothing resets
+            assert not np.any(truncated) and np.array_equal(obs[:, 0], [1, 1, 1, 1])
+            continue
+        # Every env ends (time limit 2): the observation reached is kept, the spare starts.
+        assert np.all(truncated) and not np.any(terminated)
+        np.testing.assert_array_equal(info["final_observation"][:, 0], [2, 2, 2, 2])
+        np.testing.assert_array_equal(info["final_observation"][:, 1], prev_worlds)
+        np.testing.assert_array_equal(obs[:, 0], [0, 0, 0, 0])
+        np.testing.assert_array_equal(obs[:, 1], spares)
+        np.testing.assert_array_equal(info["episode_length"], [2, 2, 2, 2])
+        assert not np.any(info["reset_reused"])  # two steps renewed all four spares
+    # K = 2 used spares renewed per step, first in batch order: envs 0, 1, then 2, 3.
+    assert [r.tolist() for r in renewals[1:3]] == [
+        [True, True, False, False],
+        [False, False, True, True],
+    ]
+    # Episodes of one step end faster than spares are renewed: envs 2 and 3 replay a world.
+    env1, params1 = env, params.replace(max_steps_in_episode=1)
+    obs, state = env1.reset_batch(keys, params1)
+    step = jax.jit(env1.step_batch)
+    _, state, *_, info = step(jax.random.split(jax.random.PRNGKey(9), 4), state, action, params1)
+    assert not np.any(info["reset_reused"])  # every spare was fresh
+    info = step(jax.random.split(jax.random.PRNGKey(10), 4), state, action, params1)[5]
+    np.testing.assert_array_equal(info["reset_reused"], [False, False, True, True])
