@@ -28,19 +28,23 @@ def adapter_of(env):
 
 
 class Driver:
-    """Steps one environment built by `envs.make` by hand, checking the contract each step."""
+    """Steps one environment built by `envs.make` by hand, checking the contract each step.
+
+    `params` may be replaced between episodes (e.g. a shorter time limit from
+    `default_params`); they are an argument of the jitted programs, not baked in."""
 
     def __init__(self, name, **kwargs):
         self.env, self.params = envs.make(name, **kwargs)
+        self.default_params = self.params
         self.spec = envs.spec(self.env, self.params).validate()
         inner_step = adapter_of(self.env).step_env
 
-        def step(key, state, action):
+        def step(key, state, action, params):
             """What the action reaches before any reset, and the wrapped step. One program: XLA
             computes the adapter's step once for both (AutoReset steps with the first half of
             the key), which halves the compile time."""
-            reached = inner_step(jax.random.split(key)[0], state.env_state, action, self.params)
-            return reached[0], self.env.step(key, state, action, self.params)
+            reached = inner_step(jax.random.split(key)[0], state.env_state, action, params)
+            return reached[0], self.env.step(key, state, action, params)
 
         self._step = jax.jit(step)
         self._reset = jax.jit(self.env.reset)
@@ -52,7 +56,7 @@ class Driver:
 
     def step(self, key, action):
         reached, (obs, self.state, reward, terminated, truncated, info) = self._step(
-            key, self.state, action
+            key, self.state, action, self.params
         )
         terminated, truncated = bool(terminated), bool(truncated)
         assert not (terminated and truncated)

@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("pgx")
 
-from contract import adapter_of, assert_trees_equal, shapes  # noqa: E402
+from contract import Driver  # noqa: E402
 
 import envs  # noqa: E402
 from algorithms import impala  # noqa: E402
@@ -24,41 +24,6 @@ from anakin.config import EvalConfig, TrainConfig  # noqa: E402
 from envs import registry  # noqa: E402
 
 NOOP, LEFT, RIGHT = 0, 1, 2  # Breakout's minimal action set
-
-
-class Driver:
-    """Steps one environment built by `envs.make` by hand, checking the contract each step."""
-
-    def __init__(self, name, **kwargs):
-        self.env, self.params = envs.make(name, **kwargs)
-        self.default_params = self.params
-        self.spec = envs.spec(self.env, self.params).validate()
-        self.inner_step = jax.jit(adapter_of(self.env).step_env)
-        self._step = jax.jit(self.env.step)
-        self._reset = jax.jit(self.env.reset)
-
-    def reset(self, seed):
-        self.obs, self.state = self._reset(jax.random.PRNGKey(seed), self.params)
-        assert shapes(self.obs) == self.spec.obs
-        return self.obs
-
-    def step(self, key, action):
-        key_step, key_reset = jax.random.split(key)  # as AutoReset splits it
-        reached = self.inner_step(key_step, self.state.env_state, action, self.params)[0]
-        obs, self.state, reward, terminated, truncated, info = self._step(
-            key, self.state, action, self.params
-        )
-        terminated, truncated = bool(terminated), bool(truncated)
-        assert not (terminated and truncated)
-        assert shapes(obs) == self.spec.obs and shapes(info["final_observation"]) == self.spec.obs
-        assert np.asarray(reward).dtype == np.float32
-        assert_trees_equal(info["final_observation"], reached)
-        if terminated or truncated:
-            assert_trees_equal(obs, self._reset(key_reset, self.params)[0])
-        else:
-            assert_trees_equal(obs, reached)
-        self.obs = obs
-        return float(reward), terminated, truncated, info
 
 
 @pytest.fixture(scope="module")
