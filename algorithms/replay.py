@@ -12,6 +12,9 @@ Validity and FIFO eviction need no bookkeeping: a slot is sampleable once all `l
 steps are written, and stops being sampleable the moment the ring starts overwriting it, so the
 oldest sequences always go first. A slot's priority is 0 exactly when it is not sampleable.
 
+A newly complete sequence enters at the running maximum of the priorities written so far (Ape-X,
+Horgan et al. 2018), or at a fixed priority (Acme inserts at 1.0): `ReplayLayout.insert_priority`.
+
 Sampling is proportional to priority ** exponent, through a sum tree over the slots with
 BRANCH (32) children per node: a few sequential steps per sample and per priority update
 (3 levels for 32 768 slots). Unlike a tree updated by adding deltas (where float32 error
@@ -36,16 +39,19 @@ from anakin.types import Layout, Transition
 from envs import EnvSpec
 
 MIN_PRIORITY = 1e-6  # valid slots never drop to 0, which marks "not sampleable"
+FIXED_PRIORITY = 1.0  # Acme's: its adders insert every item at priority 1.0
+INSERT_PRIORITIES = ("max", "fixed")  # the choices of a config's `insert_priority`
 
 
 class ReplayLayout(NamedTuple):
-    """Static sizes of one device's replay."""
+    """Static sizes and settings of one device's replay."""
 
     num_envs: int  # environments of this device
     capacity: int  # steps per environment ring, a multiple of `period`
     length: int  # steps per sequence
     period: int  # steps between sequence starts
     prioritised: bool = True  # False: uniform sampling, and no sum tree at all
+    insert_priority: float | None = None  # new sequences' priority; None: the running max
 
     @property
     def slots(self) -> int:
@@ -64,11 +70,19 @@ class ReplayLayout(NamedTuple):
 
 
 def sequence_layout(
-    layout: Layout, capacity: int, length: int, period: int, prioritised: bool = True
+    layout: Layout,
+    capacity: int,
+    length: int,
+    period: int,
+    prioritised: bool = True,
+    insert_priority: str = "max",
 ) -> ReplayLayout:
     """One device's replay for `capacity` sequences over all devices (capacity / num_envs
     slots per environment), sequences of `length` steps starting every `period` steps. A
-    transition replay (DQN, SAC) is sequences of n + 1 steps starting every step."""
+    transition replay (DQN, SAC) is sequences of n + 1 steps starting every step. New
+    sequences enter at the running max priority (`insert_priority="max"`) or at
+    FIXED_PRIORITY ("fixed"; see `check_insert_priority`)."""
+    check_insert_priority(insert_priority)
     slots = capacity // layout.num_envs
     return ReplayLayout(
         num_envs=layout.envs_per_device,
@@ -76,7 +90,40 @@ def sequence_layout(
         length=length,
         period=period,
         prioritised=prioritised,
+        insert_priority=FIXED_PRIORITY if insert_priority == "fixed" else None,
     )
+
+
+def check_insert_priority(insert_priority: str) -> None:
+    """Raises ValueError, naming the value and the choices, for an unknown insert priority."""
+    if insert_priority not in INSERT_PRIORITIES:
+        choices = ", ".join(repr(c) for c in INSERT_PRIORITIES)
+        raise ValueError(f"algo.insert_priority={insert_priority!r} must be one of {choices}")
+
+
+def sgd_steps_per_update(samples_per_insert: float, inserted: float, batch_size: int) -> int:
+    """SGD steps per update that best match `samples_per_insert` when each update inserts
+    `inserted` items (over all devices) and each SGD step samples `batch_size` of them."""
+    return round(samples_per_insert * inserted / batch_size)
+
+
+def ratio_notices(
+    samples_per_insert: float, inserted: float, batch_size: int, what: str
+) -> list[str]:
+    """A one-line notice, naming the effective replay ratio, when the whole number of SGD steps
+    per update changes the ratio `samples_per_insert` asks for (e.g. 2.5 run as 2); else none.
+    Each update inserts `inserted` items (over all devices), `what` names them."""
+    steps = sgd_steps_per_update(samples_per_insert, inserted, batch_size)
+    effective = steps * batch_size / inserted
+    if math.isclose(effective, samples_per_insert, rel_tol=1e-9):
+        return []
+    return [
+        f"algo.samples_per_insert={samples_per_insert:g} is rounded to {steps} SGD "
+        f"step{'s' if steps != 1 else ''} of "
+        f"algo.batch_size={batch_size} per update of {inserted:g} {what}: the effective replay "
+        f"ratio is {effective:.4g} (samples_per_insert x {inserted:g} / {batch_size} must be "
+        "whole to run exactly)"
+    ]
 
 
 def check_sizes(
@@ -267,8 +314,8 @@ def insert(
       traj: time-major [T, E, ...] transitions of this device's environments.
       core: the core state each step's observation met, leaves [T, E, ...].
 
-    Sequences completed by these steps become sampleable at the current max priority; those
-    the writes overwrite stop being sampleable.
+    Sequences completed by these steps become sampleable at `layout.insert_priority` (or, when
+    it is None, the running max priority); those the writes overwrite stop being sampleable.
     """
     num_steps = traj.reward.shape[0]
     start = jnp.mod(replay.written, layout.capacity)
@@ -305,9 +352,8 @@ def insert(
     age = slot_age(layout, written)
     valid = age >= layout.length
     fresh = valid & (age < layout.length + num_steps)  # completed (or rewritten) just now
-    priority = jnp.where(
-        valid[None], jnp.where(fresh[None], replay.max_priority, replay.priority), 0.0
-    )
+    new = replay.max_priority if layout.insert_priority is None else layout.insert_priority
+    priority = jnp.where(valid[None], jnp.where(fresh[None], new, replay.priority), 0.0)
     # Only slots whose first step lies in (N - L, N + T) (N: steps written before) can change
     # status; refresh just their leaves of the tree (the power is costly on every slot).
     num_changed = (layout.length + num_steps) // layout.period + 2
@@ -390,8 +436,9 @@ def importance_weights(sample: Sample, exponent: float) -> jax.Array:
 def update_priorities(
     replay: SequenceReplay, layout: ReplayLayout, sample: Sample, priorities: jax.Array
 ) -> SequenceReplay:
-    """Writes new priorities (>= MIN_PRIORITY) for the sampled slots; raises the max priority.
-    A uniform replay has no priorities to write: it is returned unchanged."""
+    """Writes new priorities (>= MIN_PRIORITY) for the sampled slots; raises the running max
+    priority (which only a layout without a fixed `insert_priority` reads). A uniform replay
+    has no priorities to write: it is returned unchanged."""
     if not layout.prioritised:
         return replay
     priorities = jnp.maximum(priorities.astype(jnp.float32), MIN_PRIORITY)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from algorithms import replay as rp
-from anakin.types import Transition
+from anakin.types import Layout, Transition
 
 
 def stream_rollout(start: int, num: int, num_envs: int = 1, resets=()):
@@ -97,6 +97,47 @@ def test_new_sequences_get_the_max_priority_and_keep_updated_ones():
     traj, core = stream_rollout(6, 3)
     replay = rp.insert(replay, layout, traj, core)  # completes sequence 4 (steps 4..7)
     np.testing.assert_array_equal(replay.priority[0, :3], np.float32([5.0, rp.MIN_PRIORITY, 5.0]))
+
+
+def test_fixed_insert_priority_is_exactly_one_whatever_the_max():
+    # The same stream as above, but a fixed insert priority: sequence 4 enters at 1.0 although
+    # the running max is 5.0 (which "max" would have given it).
+    layout = rp.ReplayLayout(num_envs=1, capacity=16, length=4, period=2, insert_priority=1.0)
+    replay = fill(layout, steps=6, per_insert=3)
+    np.testing.assert_array_equal(replay.priority[0, :2], [1.0, 1.0])
+    sample = rp.Sample(None, None, jnp.array([0, 0]), jnp.array([0, 1]), None, None)
+    replay = rp.update_priorities(replay, layout, sample, jnp.array([5.0, 0.0]))
+    assert replay.max_priority == 5.0
+    traj, core = stream_rollout(6, 3)
+    replay = rp.insert(replay, layout, traj, core)
+    np.testing.assert_array_equal(replay.priority[0, :3], np.float32([5.0, rp.MIN_PRIORITY, 1.0]))
+    leaves = np.asarray(replay.tree[0][:3])  # priority ** exponent, exponent 1
+    np.testing.assert_array_equal(leaves, np.float32([5.0, rp.MIN_PRIORITY, 1.0]))
+
+
+def test_insert_priority_choices():
+    layout = Layout(num_envs=4, num_devices=2, rollout_length=4)
+    assert rp.sequence_layout(layout, 64, 4, 2).insert_priority is None  # the running max
+    assert rp.sequence_layout(layout, 64, 4, 2, insert_priority="max").insert_priority is None
+    fixed = rp.sequence_layout(layout, 64, 4, 2, insert_priority="fixed")
+    assert fixed.insert_priority == rp.FIXED_PRIORITY == 1.0
+    with pytest.raises(ValueError) as e:
+        rp.sequence_layout(layout, 64, 4, 2, insert_priority="min")
+    assert str(e.value) == "algo.insert_priority='min' must be one of 'max', 'fixed'"
+
+
+def test_rounded_replay_ratio_is_noticed_with_the_effective_ratio():
+    # 2.5 x 64 sequences / 64 per batch = 2.5 SGD steps, rounded (half to even) to 2.
+    assert rp.sgd_steps_per_update(2.5, 64, 64) == 2
+    (note,) = rp.ratio_notices(2.5, 64, 64, "sequences")
+    assert note.startswith("algo.samples_per_insert=2.5 is rounded to 2 SGD steps")
+    assert "the effective replay ratio is 2 " in note and "\n" not in note
+    # 0.3 x 32 / 8 = 1.2 -> 1 step: 8 of 32 transitions sampled, a ratio of 0.25.
+    (note,) = rp.ratio_notices(0.3, 32, 8, "transitions")
+    assert "1 SGD step of algo.batch_size=8 per update of 32 transitions" in note
+    assert "the effective replay ratio is 0.25 " in note
+    assert rp.ratio_notices(2.0, 64, 64, "sequences") == []  # whole: nothing to say
+    assert rp.ratio_notices(0.5, 48, 8, "transitions") == []
 
 
 @pytest.mark.parametrize("exponent", [1.0, 0.5])
