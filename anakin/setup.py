@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import platform
+import sys
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -148,6 +149,8 @@ def setup(algo_name: str, cfg: TrainConfig) -> Setup:
     check_memory(
         build, cfg, spec, env, env_params, devices, runs, None if not entry.offline else data
     )
+    for note in entry.notices(cfg.algo, layout):
+        print(f"[anakin] note: {note}", file=sys.stderr, flush=True)
     steps_per_call = entry.samples_per_update(cfg.algo, layout) * cfg.arch.updates_per_call
     algorithm = build({})
     evaluate = None

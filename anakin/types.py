@@ -104,6 +104,12 @@ def env_steps_per_update(cfg: Any, layout: Layout) -> int:
     return layout.num_envs * layout.rollout_length
 
 
+def no_notices(cfg: Any, layout: Layout) -> list[str]:
+    """Nothing to say at start-up."""
+    del cfg, layout
+    return []
+
+
 class AlgorithmEntry(NamedTuple):
     """What the runner knows of an algorithm: its module's `ENTRY`.
 
@@ -114,6 +120,8 @@ class AlgorithmEntry(NamedTuple):
     offline: learns from a dataset (TrainConfig.dataset), not from rollouts.
     samples_per_update(cfg, layout): env steps (online) or dataset samples (offline) one
       update consumes, over all devices: the run's progress is counted in them.
+    notices(cfg, layout): one-line notes printed at start-up for a config that runs, but not
+      quite as written (e.g. a replay ratio rounded to whole SGD steps).
     """
 
     config_cls: type
@@ -121,6 +129,7 @@ class AlgorithmEntry(NamedTuple):
     presets: dict[str, tuple[Any, Any]]
     offline: bool = False
     samples_per_update: Callable[[Any, Layout], int] = env_steps_per_update
+    notices: Callable[[Any, Layout], list[str]] = no_notices
 
 
 class RunnerState(struct.PyTreeNode):
