@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Literal
 
 import flax.struct as struct
 import jax
@@ -53,6 +54,10 @@ class DQNConfig:
       prioritised: prioritised replay; False samples uniformly (and keeps no sum tree).
       priority_exponent: sampling is proportional to priority ** this.
       importance_sampling_exponent: importance weights are (N P(i)) ** -this, max-normalised.
+      insert_priority: the priority new transitions enter replay with: "max" (default), the
+        running maximum of all priorities written so far (it never decays, so one outlier
+        raises every later insert); or "fixed", `replay.FIXED_PRIORITY` = 1.0, as Acme's
+        adders insert (the `acme` preset).
       target_update_period: SGD steps between target network copies.
       clip_rewards, max_abs_reward: optional per-step reward clipping.
       epsilon: exploration rate of every environment while training.
@@ -74,6 +79,7 @@ class DQNConfig:
     prioritised: bool = True
     priority_exponent: float = sweepable(0.6)
     importance_sampling_exponent: float = sweepable(0.2)
+    insert_priority: Literal["max", "fixed"] = "max"
     target_update_period: int = 100
     clip_rewards: bool = False
     max_abs_reward: float = sweepable(1.0)
@@ -91,11 +97,23 @@ class DQNConfig:
         """SGD steps per rollout that best match `samples_per_insert`: every step of every
         environment inserts one transition."""
         inserted = layout.num_envs * layout.rollout_length
-        return round(self.samples_per_insert * inserted / self.batch_size)
+        return replay_lib.sgd_steps_per_update(self.samples_per_insert, inserted, self.batch_size)
+
+    def notices(self, layout: Layout) -> list[str]:
+        """Start-up notices: the replay ratio actually run, where rounding changes it."""
+        inserted = layout.num_envs * layout.rollout_length
+        return replay_lib.ratio_notices(
+            self.samples_per_insert, inserted, self.batch_size, "transitions"
+        )
 
     def replay_layout(self, layout: Layout) -> replay_lib.ReplayLayout:
         return replay_lib.sequence_layout(
-            layout, self.replay_capacity, self.transition_length, 1, self.prioritised
+            layout,
+            self.replay_capacity,
+            self.transition_length,
+            1,
+            self.prioritised,
+            insert_priority=self.insert_priority,
         )
 
     def validate(self, layout: Layout, spec: EnvSpec, data_size: int | None = None) -> None:
@@ -122,6 +140,7 @@ class DQNConfig:
         for name in ("samples_per_insert", "huber_loss_parameter"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"algo.{name}={getattr(self, name)} must be > 0")
+        replay_lib.check_insert_priority(self.insert_priority)
         replay_lib.check_sizes(
             layout,
             capacity=self.replay_capacity,
@@ -309,9 +328,10 @@ def make_dqn(cfg: DQNConfig, spec: EnvSpec, layout: Layout) -> Algorithm:
 
 
 PRESETS: dict[str, tuple[DQNConfig, ArchConfig]] = {
-    # Acme's DQN defaults (Atari-sized); the layout is ours.
+    # Acme's DQN defaults (Atari-sized); the layout is ours. Acme's adder inserts every
+    # transition at priority 1.0 ("fixed"; our default is the running max).
     "acme": (
-        DQNConfig(),
+        DQNConfig(insert_priority="fixed"),
         ArchConfig(num_envs=64, rollout_length=16, updates_per_call=50, total_env_steps=10_000_000),
     ),
     "default": (
@@ -340,4 +360,6 @@ PRESETS: dict[str, tuple[DQNConfig, ArchConfig]] = {
     ),
 }
 
-ENTRY = AlgorithmEntry(config_cls=DQNConfig, make=make_dqn, presets=PRESETS)
+ENTRY = AlgorithmEntry(
+    config_cls=DQNConfig, make=make_dqn, presets=PRESETS, notices=DQNConfig.notices
+)

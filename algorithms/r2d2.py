@@ -8,16 +8,23 @@ signed hyperbolic pair, weighted by prioritised-replay importance weights. Prior
 `max_priority_weight * max|td| + (1 - max_priority_weight) * mean|td|` per sequence. The target
 network is copied every `target_update_period` SGD steps. Everything, replay included, runs
 inside the compiled Anakin program (see `algorithms.replay`).
+
+Two choices keep our first defaults and offer Acme's beside them: exploration (`exploration`:
+Ape-X's fixed epsilon per environment, or Acme's epsilon drawn afresh each episode) and the
+priority of new sequences (`insert_priority`: the running maximum, or Acme's fixed 1.0). The
+`acme` preset takes Acme's side of both.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Literal
 
 import flax.struct as struct
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 import rlax
 
@@ -51,10 +58,18 @@ class R2D2Config:
       priority_exponent: sampling is proportional to priority ** this.
       importance_sampling_exponent: importance weights are (N P(i)) ** -this, max-normalised.
       max_priority_weight: priority = this x max|td| + (1 - this) x mean|td|.
+      insert_priority: the priority new sequences enter replay with: "max" (default), the
+        running maximum of all priorities written so far (Ape-X's choice; it never decays, so
+        one outlier raises every later insert); or "fixed", `replay.FIXED_PRIORITY` = 1.0, as
+        Acme's adders insert.
       target_update_period: SGD steps between target network copies.
       clip_rewards, max_abs_reward: optional reward clipping.
-      epsilon_base, epsilon_alpha: environment i of N acts with epsilon
-        base ** (1 + alpha * i / (N - 1)) (Ape-X).
+      exploration: how each environment's training epsilon is chosen. "ape_x" (default):
+        environment i of N acts with a fixed epsilon base ** (1 + alpha * i / (N - 1)) (Ape-X,
+        Horgan et al. 2018). "acme": at the start of every episode each environment draws one
+        of ACME_EPSILONS, 256 log-spaced values in [0.001, 0.1], and keeps it for the episode
+        (Acme's R2D2 actor). The `default` and `tiny` presets use "ape_x", `acme` uses "acme".
+      epsilon_base, epsilon_alpha: Ape-X's epsilons (unused by "acme" exploration).
       evaluation_epsilon: epsilon of greedy evaluation.
       dueling: a dueling Q head.
       network: torso, LSTM and widths.
@@ -76,9 +91,11 @@ class R2D2Config:
     priority_exponent: float = sweepable(0.9)
     importance_sampling_exponent: float = sweepable(0.6)
     max_priority_weight: float = sweepable(0.9)
+    insert_priority: Literal["max", "fixed"] = "max"
     target_update_period: int = 2500
     clip_rewards: bool = False
     max_abs_reward: float = sweepable(1.0)
+    exploration: Literal["ape_x", "acme"] = "ape_x"
     epsilon_base: float = sweepable(0.4)
     epsilon_alpha: float = sweepable(7.0)
     evaluation_epsilon: float = sweepable(0.0)
@@ -95,11 +112,23 @@ class R2D2Config:
 
     def sgd_steps_per_update(self, layout: Layout) -> int:
         """SGD steps per rollout that best match `samples_per_insert`."""
-        return round(self.samples_per_insert * self.sequences_per_update(layout) / self.batch_size)
+        return replay_lib.sgd_steps_per_update(
+            self.samples_per_insert, self.sequences_per_update(layout), self.batch_size
+        )
+
+    def notices(self, layout: Layout) -> list[str]:
+        """Start-up notices: the replay ratio actually run, where rounding changes it."""
+        return replay_lib.ratio_notices(
+            self.samples_per_insert, self.sequences_per_update(layout), self.batch_size, "sequences"
+        )
 
     def replay_layout(self, layout: Layout) -> replay_lib.ReplayLayout:
         return replay_lib.sequence_layout(
-            layout, self.replay_capacity, self.sequence_length, self.sequence_period
+            layout,
+            self.replay_capacity,
+            self.sequence_length,
+            self.sequence_period,
+            insert_priority=self.insert_priority,
         )
 
     def validate(self, layout: Layout, spec: EnvSpec, data_size: int | None = None) -> None:
@@ -123,6 +152,10 @@ class R2D2Config:
             raise ValueError(f"algo.discount={self.discount} must lie in [0, 1]")
         if self.samples_per_insert <= 0:
             raise ValueError(f"algo.samples_per_insert={self.samples_per_insert} must be > 0")
+        if self.exploration not in EXPLORATIONS:
+            choices = ", ".join(repr(c) for c in EXPLORATIONS)
+            raise ValueError(f"algo.exploration={self.exploration!r} must be one of {choices}")
+        replay_lib.check_insert_priority(self.insert_priority)
         replay_lib.check_sizes(
             layout,
             capacity=self.replay_capacity,
@@ -152,15 +185,27 @@ class R2D2State(struct.PyTreeNode):
     sgd_steps: jax.Array  # int32 [], SGD steps taken
 
 
+EXPLORATIONS = ("ape_x", "acme")
+# Acme's R2D2 actor draws each episode's epsilon from these (np.logspace(1, 3, 256, base=0.1),
+# the same values in the other order).
+ACME_EPSILONS = np.logspace(-3, -1, 256)
+
+
 class R2D2Actor(struct.PyTreeNode):
     core: object  # leaves [B, H]
-    epsilon: jax.Array  # float32 [B], fixed per environment
+    epsilon: jax.Array  # float32 [B]: fixed per environment (ape_x) or per episode (acme)
 
 
 def ape_x_epsilons(num_envs: int, base: float, alpha: float) -> jax.Array:
     """eps_i = base ** (1 + alpha * i / (N - 1)) for the global environment index i."""
     i = jnp.arange(num_envs, dtype=jnp.float32)
     return base ** (1.0 + alpha * i / max(num_envs - 1, 1))
+
+
+def draw_epsilons(keys: jax.Array) -> jax.Array:
+    """One of ACME_EPSILONS, uniformly, per key: float32 [B] for keys [B]."""
+    grid = jnp.asarray(ACME_EPSILONS, jnp.float32)
+    return grid[jax.vmap(lambda k: jax.random.randint(k, (), 0, grid.shape[0]))(keys)]
 
 
 def sequence_priorities(td: jax.Array, max_priority_weight: float) -> jax.Array:
@@ -280,13 +325,20 @@ def make_r2d2(cfg: R2D2Config, spec: EnvSpec, layout: Layout) -> Algorithm:
         )
 
     def init_actor(key: jax.Array, num_envs: int) -> R2D2Actor:
-        del key
-        return R2D2Actor(
-            network.initial_state(num_envs),
-            ape_x_epsilons(num_envs, cfg.epsilon_base, cfg.epsilon_alpha),
-        )
+        if cfg.exploration == "acme":
+            # Redrawn at each episode's first step; drawn here too so the state is never unset.
+            epsilon = draw_epsilons(jax.random.split(key, num_envs))
+        else:
+            epsilon = ape_x_epsilons(num_envs, cfg.epsilon_base, cfg.epsilon_alpha)
+        return R2D2Actor(core=network.initial_state(num_envs), epsilon=epsilon)
 
     def act(state: R2D2State, actor: R2D2Actor, obs, first, keys, evaluate: bool = False):
+        if cfg.exploration == "acme":
+            # Each environment's key gives its episode's epsilon and this step's action.
+            epsilon_keys, keys = jnp.moveaxis(jax.vmap(jax.random.split)(keys), 1, 0)
+            actor = actor.replace(
+                epsilon=jnp.where(first, draw_epsilons(epsilon_keys), actor.epsilon)
+            )
         q, core = network.apply(state.params, obs, actor.core, first)
         epsilon = (
             jnp.full_like(actor.epsilon, cfg.evaluation_epsilon) if evaluate else actor.epsilon
@@ -333,10 +385,25 @@ def make_r2d2(cfg: R2D2Config, spec: EnvSpec, layout: Layout) -> Algorithm:
 _SMALL_NET = NetworkConfig(hidden_sizes=(64,), lstm_size=64)
 
 PRESETS: dict[str, tuple[R2D2Config, ArchConfig]] = {
-    # Acme's R2D2 defaults (Atari-sized); the layout is ours.
+    # Acme's R2D2 defaults (Atari-sized; its R2D2Config, builder, learner and actor); the layout
+    # is ours. Where they differ from R2D2Config's defaults: min_replay_size 50,000 (ours 5,000),
+    # Adam eps 1e-8 (optax's default, which Acme's builder keeps; ours is the paper's 1e-3),
+    # gradient through the burn-in (Acme's learner stops none), a fresh epsilon per episode
+    # ("acme" exploration, not Ape-X's fixed per-environment ones) and new sequences at
+    # priority 1.0 ("fixed", not the running max).
     "acme": (
-        R2D2Config(),
-        ArchConfig(num_envs=64, rollout_length=40, updates_per_call=50, total_env_steps=50_000_000),
+        R2D2Config(
+            min_replay_size=50_000,
+            adam_eps=1e-8,
+            burn_in_stop_gradient=False,
+            exploration="acme",
+            insert_priority="fixed",
+        ),
+        # 160 environments divide the 100,000 sequences of replay (64 did not), and their 160
+        # sequences per update take exactly 10 SGD steps of 64 at samples_per_insert 4.
+        ArchConfig(
+            num_envs=160, rollout_length=40, updates_per_call=50, total_env_steps=50_000_000
+        ),
     ),
     # Learns CartPole-v1 (and its velocity-hidden variant) in about a minute on a 2-core CPU.
     "default": (
@@ -377,4 +444,5 @@ ENTRY = AlgorithmEntry(
     config_cls=R2D2Config,
     make=make_r2d2,
     presets=PRESETS,
+    notices=R2D2Config.notices,
 )

@@ -289,6 +289,11 @@ PENDULUM_SPEC = envs.EnvSpec.of_array("Pendulum-v1", (3,), np.float32, None, (1,
         (dict(min_replay_size=10**6), CARTPOLE_SPEC, "algo.min_replay_size=1000000 can never"),
         (dict(samples_per_insert=0.1), CARTPOLE_SPEC, "rounds to 0 SGD steps per rollout"),
         (
+            dict(insert_priority="min"),
+            CARTPOLE_SPEC,
+            "algo.insert_priority='min' must be one of 'max', 'fixed'",
+        ),
+        (
             dict(network=NetworkConfig(lstm_size=8)),
             CARTPOLE_SPEC,
             "algo.network.lstm_size=8: DQN is feed-forward",
@@ -310,6 +315,21 @@ def test_presets_are_valid():
             if arch.num_envs % devices == 0 and cfg.batch_size % devices == 0:
                 cfg.validate(Layout(arch.num_envs, devices, arch.rollout_length), CARTPOLE_SPEC)
         assert name in ("acme", "default", "tiny")
+        # Acme's adder inserts at 1.0; our own presets keep the running max.
+        assert cfg.insert_priority == ("fixed" if name == "acme" else "max")
+
+
+def test_insert_priority_reaches_the_replay_and_rounding_is_noticed():
+    layout = Layout(num_envs=8, num_devices=1, rollout_length=8)
+    cfg = DQNConfig(batch_size=32, min_replay_size=64, replay_capacity=1024)
+    assert cfg.replay_layout(layout).insert_priority is None  # the running max
+    fixed = dataclasses.replace(cfg, insert_priority="fixed")
+    assert fixed.replay_layout(layout).insert_priority == 1.0
+    # 0.3 x 64 transitions / 32 = 0.6 -> 1 SGD step: 32 of 64 sampled, a ratio of 0.5.
+    (note,) = dataclasses.replace(cfg, samples_per_insert=0.3).notices(layout)
+    assert "algo.samples_per_insert=0.3 is rounded to 1 SGD step" in note
+    assert "per update of 64 transitions: the effective replay ratio is 0.5 " in note
+    assert dataclasses.replace(cfg, samples_per_insert=1.5).notices(layout) == []
 
 
 # --- through the runner -----------------------------------------------------------------------

@@ -12,14 +12,17 @@ import algorithms
 import envs
 from algorithms.networks import Network, NetworkConfig
 from algorithms.r2d2 import (
+    ACME_EPSILONS,
     PRESETS,
     R2D2Config,
     ape_x_epsilons,
+    make_r2d2,
     r2d2_loss,
     sequence_priorities,
 )
 from anakin import devices as dev
 from anakin import loop, runner
+from anakin import setup as setup_lib
 from anakin.config import ArchConfig, EvalConfig, TrainConfig
 from anakin.types import Layout, Transition
 
@@ -226,6 +229,16 @@ def arch(**kw):
         ),
         (dict(min_replay_size=100_000), {}, "algo.min_replay_size=100000 can never be reached"),
         (dict(samples_per_insert=0.01), {}, "SGD steps per rollout"),
+        (
+            dict(exploration="boltzmann"),
+            {},
+            "algo.exploration='boltzmann' must be one of 'ape_x', 'acme'",
+        ),
+        (
+            dict(insert_priority="mean"),
+            {},
+            "algo.insert_priority='mean' must be one of 'max', 'fixed'",
+        ),
     ],
 )
 def test_configs_that_cannot_work_are_refused(changes, arch_changes, message):
@@ -244,6 +257,78 @@ def test_configs_that_cannot_work_are_refused(changes, arch_changes, message):
         a = arch(**arch_changes)
         cfg.validate(Layout(a.num_envs, 4, a.rollout_length), CARTPOLE_SPEC)
     assert message in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_acme_exploration_draws_one_epsilon_per_episode_from_the_grid():
+    cfg = dataclasses.replace(PRESETS["tiny"][0], exploration="acme")
+    num_envs = 8
+    algo = make_r2d2(cfg, CARTPOLE_SPEC, Layout(num_envs, 1, 4))
+    state = algo.init(jax.random.PRNGKey(0))
+    act = jax.jit(algo.act)
+    # Episodes start at step 0 everywhere, then at hand-picked steps per environment.
+    num_steps = 12
+    first = np.zeros((num_steps, num_envs), bool)
+    first[0] = True
+    first[[3, 5, 9], 0] = True
+    first[[1, 2, 3, 4], 1] = True  # one-step episodes: a redraw at every step
+    first[6, 2:] = True
+    actor = algo.init_actor(jax.random.PRNGKey(1), num_envs)
+    grid = np.float32(ACME_EPSILONS)
+    obs = jnp.zeros((num_envs, 4))
+    epsilons = []
+    for t in range(num_steps):
+        keys = jax.random.split(jax.random.PRNGKey(100 + t), num_envs)
+        _, actor, _ = act(state, actor, obs, jnp.asarray(first[t]), keys)
+        epsilons.append(np.asarray(actor.epsilon))
+    epsilons = np.stack(epsilons)  # [T, B]
+    assert grid.shape == (256,) and grid[0] == np.float32(0.001) and grid[-1] == np.float32(0.1)
+    assert np.isin(epsilons, grid).all()
+    # Within an episode the epsilon stays; at each episode start it is drawn afresh (one draw
+    # in 256 may repeat the old value, so count the changes rather than demand all).
+    same = epsilons[1:] == epsilons[:-1]
+    assert same[~first[1:]].all()
+    assert (~same[first[1:]]).sum() >= first[1:].sum() - 1
+    assert len(np.unique(epsilons[0])) > num_envs // 2  # environments draw independently
+
+
+def test_presets_name_their_exploration_and_acme_holds_acmes_defaults():
+    acme, acme_arch = PRESETS["acme"]
+    assert acme.min_replay_size == 50_000
+    assert (acme.exploration, acme.insert_priority) == ("acme", "fixed")
+    assert acme.adam_eps == 1e-8 and not acme.burn_in_stop_gradient
+    # Acme's R2D2Config values that R2D2Config's defaults already hold.
+    assert (acme.discount, acme.burn_in_length, acme.trace_length, acme.sequence_period) == (
+        0.997,
+        40,
+        80,
+        40,
+    )
+    assert (acme.bootstrap_n, acme.batch_size, acme.samples_per_insert) == (5, 64, 4.0)
+    assert (acme.replay_capacity, acme.target_update_period, acme.learning_rate) == (
+        100_000,
+        2500,
+        1e-3,
+    )
+    for name in ("default", "tiny"):
+        assert (PRESETS[name][0].exploration, PRESETS[name][0].insert_priority) == ("ape_x", "max")
+    for devices in (1, 2, 4):
+        layout = Layout(acme_arch.num_envs, devices, acme_arch.rollout_length)
+        acme.validate(layout, CARTPOLE_SPEC)
+        assert acme.notices(layout) == []
+
+
+def test_rounded_samples_per_insert_is_noticed_at_start_up(tmp_path, capsys):
+    cfg, arch_ = PRESETS["tiny"]  # 8 envs x 4 steps / period 2 = 16 sequences per update
+    cfg = dataclasses.replace(cfg, samples_per_insert=2.3)  # 2.3 x 16 / 8 = 4.6 -> 5 steps
+    setup_lib.setup("r2d2", TrainConfig(algo=cfg, arch=arch_, out=str(tmp_path), quiet=True))
+    err = capsys.readouterr().err
+    assert (
+        "[anakin] note: algo.samples_per_insert=2.3 is rounded to 5 SGD steps of "
+        "algo.batch_size=8 per update of 16 sequences: the effective replay ratio is 2.5 "
+    ) in err
+    setup_lib.setup("r2d2", TrainConfig(algo=PRESETS["tiny"][0], arch=arch_, out=str(tmp_path)))
+    assert "note:" not in capsys.readouterr().err
 
 
 def test_replay_memory_is_reported(tmp_path):
