@@ -3,8 +3,9 @@
 gymnax 1.x environments split a step into `step_env` (no reset) and `is_truncated` (the time
 limit). `GymnaxAdapter.step_env` calls both exactly as gymnax's own auto-resetting `step` does,
 with the same key, and reports a step that terminates at the time limit as a termination only
-(gymnax reports it as both; nothing is left to bootstrap). Keys, observations and rewards are
-therefore those of gymnax itself.
+(gymnax reports it as both; nothing is left to bootstrap), and the time limit of a port whose
+original ends the task there (`TIME_LIMIT_TERMINATES`) as a termination too. Keys,
+observations and rewards are therefore those of gymnax itself.
 
 Imported by `envs.registry` only when a gymnax name is first used (after `envs/__init__.py`
 has deferred gymnax's plotting imports, see `envs._lazy`).
@@ -21,6 +22,17 @@ import numpy as np
 from gymnax.environments import spaces
 
 from envs.core import EnvSpec, Step, build
+
+# gymnax ports whose time limit is the end of the task in the original environment, where the
+# port only marks it as a time limit (`is_truncated`): the adapter reports it as termination, so
+# nothing bootstraps past the last step. bsuite's discounting_chain.py ends every episode at its
+# episode length with `dm_env.termination`; gymnax's DiscountingChain never terminates and ends
+# by `max_steps_in_episode` (100) alone. Its observation holds the time, so a value "after" the
+# last step is an extrapolation the agent never trained (gymnax's other bsuite tasks terminate
+# as bsuite does).
+TIME_LIMIT_TERMINATES = {
+    "DiscountingChain-bsuite": "bsuite's discounting_chain.py: dm_env.termination at episode_len",
+}
 
 
 class GymnaxAdapter:
@@ -49,6 +61,8 @@ class GymnaxAdapter:
             jnp.asarray(self.gymnax_env.is_truncated(state, params), dtype=bool),
             jnp.logical_not(terminated),
         )
+        if self.name in TIME_LIMIT_TERMINATES:
+            terminated, truncated = jnp.logical_or(terminated, truncated), jnp.zeros_like(truncated)
         return obs, state, reward, terminated, truncated, info
 
     def spec(self, params: Any) -> EnvSpec:

@@ -102,6 +102,21 @@ def test_gymnax_cartpole_truncates_vmapped():
     np.testing.assert_array_equal(final[:4], obs[:4])
 
 
+def test_discounting_chain_ends_by_termination_as_in_bsuite():
+    # gymnax's port ends DiscountingChain by its time limit alone; bsuite terminates there. Each
+    # chain pays at its own step (action 4 at the last, 100th step), never past the end.
+    env, params = envs.make("DiscountingChain-bsuite")
+    state = env.reset(jax.random.PRNGKey(0), params)[1]
+    step = jax.jit(env.step)
+    for t in range(100):
+        _, state, reward, terminated, truncated, _ = step(
+            jax.random.PRNGKey(t), state, jnp.int32(4), params
+        )
+        assert bool(terminated) == (t == 99) and not bool(truncated)
+    assert float(reward) == 1.0
+    # CartPole's time limit stays a truncation (test above).
+
+
 def test_flatten_for_flat_torsos_not_for_images():
     for name, shape in [
         ("Catch-bsuite", (50,)),
