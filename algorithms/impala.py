@@ -20,7 +20,14 @@ import optax
 import rlax
 
 from algorithms import learning, policies
-from algorithms.networks import Network, NetworkConfig, PolicyValueHead, make_network
+from algorithms.networks import (
+    CategoricalHead,
+    Network,
+    NetworkConfig,
+    PolicyValueHead,
+    make_actor_critic,
+    make_network,
+)
 from anakin.config import ArchConfig, sweepable
 from anakin.types import Algorithm, AlgorithmEntry, Layout, Metrics, Params, Transition
 from envs import EnvSpec
@@ -40,6 +47,9 @@ class ImpalaConfig:
       max_grad_norm: gradients are clipped to this global norm.
       num_sgd_steps_per_step: minibatch SGD steps per rollout; environments are split into this
         many equal groups (environment b goes to group b mod n).
+      shared_torso: one torso (and LSTM) for policy and value, as Acme's IMPALA networks;
+        else two networks of `network`'s shape, so the value loss, whose scale is the
+        return's, never shapes the policy's features.
       network: torso, LSTM and widths.
     """
 
@@ -53,6 +63,7 @@ class ImpalaConfig:
     adam_eps: float = sweepable(1e-8)
     max_grad_norm: float = sweepable(40.0)
     num_sgd_steps_per_step: int = 4
+    shared_torso: bool = True
     network: NetworkConfig = NetworkConfig()
 
     def validate(self, layout: Layout, spec: EnvSpec, data_size: int | None = None) -> None:
@@ -158,7 +169,10 @@ def make_impala(cfg: ImpalaConfig, spec: EnvSpec, layout: Layout | None = None) 
     """IMPALA for a discrete-action environment described by `spec` (any `layout`)."""
     del layout
     learning.check_discrete("IMPALA here", spec)
-    network = make_network(cfg.network, spec, PolicyValueHead(spec.num_actions))
+    if cfg.shared_torso:
+        network = make_network(cfg.network, spec, PolicyValueHead(spec.num_actions))
+    else:
+        network = make_actor_critic(cfg.network, spec, CategoricalHead(spec.num_actions))
     loss_spec = spec if spec.action_mask is not None else None
     optimizer = learning.make_optimizer(
         cfg.learning_rate, cfg.max_grad_norm, b1=cfg.adam_b1, b2=cfg.adam_b2, eps=cfg.adam_eps

@@ -492,6 +492,36 @@ def make_network(cfg: NetworkConfig, spec: EnvSpec, head: nn.Module) -> Network:
     return Network(init, initial_state, apply, unroll)
 
 
+def make_actor_critic(cfg: NetworkConfig, spec: EnvSpec, policy_head: nn.Module) -> Network:
+    """Two networks of `cfg`'s shape, one ending in `policy_head` and one in a `ValueHead`.
+
+    Its output is (policy_out, value), as a shared torso with both heads would give, but the
+    value loss (whose scale is the return's) never shapes the policy's features. Parameters are
+    {"policy", "value"}; the core state is the pair of their cores.
+    """
+    policy = make_network(cfg, spec, policy_head)
+    value = make_network(cfg, spec, ValueHead())
+
+    def init(key: jax.Array) -> Params:
+        policy_key, value_key = jax.random.split(key)
+        return {"policy": policy.init(policy_key), "value": value.init(value_key)}
+
+    def initial_state(batch_size: int):
+        return (policy.initial_state(batch_size), value.initial_state(batch_size))
+
+    def apply(params, obs, core, first):
+        out, policy_core = policy.apply(params["policy"], obs, core[0], first)
+        v, value_core = value.apply(params["value"], obs, core[1], first)
+        return (out, v), (policy_core, value_core)
+
+    def unroll(params, obs, first, core):
+        out, policy_cores = policy.unroll(params["policy"], obs, first, core[0])
+        v, value_cores = value.unroll(params["value"], obs, first, core[1])
+        return (out, v), (policy_cores, value_cores)
+
+    return Network(init, initial_state, apply, unroll)
+
+
 class _QNet(nn.Module):
     """One critic: MLP(concat(embedding(obs), action)) -> Q(s, a) [...]."""
 

@@ -59,6 +59,7 @@ from algorithms.networks import (
     Network,
     NetworkConfig,
     ValueHead,
+    make_actor_critic,
     make_network,
 )
 from anakin import devices
@@ -261,7 +262,7 @@ class _PolicyAndValue(nn.Module):
         return self.policy(h), ValueHead()(h)
 
 
-def make_actor_critic(cfg: PPOConfig, spec: EnvSpec) -> Network:
+def make_ppo_network(cfg: PPOConfig, spec: EnvSpec) -> Network:
     """A `Network` whose output is (policy_out, value): logits or (mean, log_std), and V [...].
 
     With `shared_torso` one torso (and LSTM) feeds both heads; otherwise the policy and the
@@ -274,27 +275,7 @@ def make_actor_critic(cfg: PPOConfig, spec: EnvSpec) -> Network:
         policy_head = GaussianHead(int(np.prod(spec.action_shape)))
     if cfg.shared_torso:
         return make_network(cfg.network, spec, _PolicyAndValue(policy_head))
-    policy = make_network(cfg.network, spec, policy_head)
-    value = make_network(cfg.network, spec, ValueHead())
-
-    def init(key: jax.Array) -> Params:
-        policy_key, value_key = jax.random.split(key)
-        return {"policy": policy.init(policy_key), "value": value.init(value_key)}
-
-    def initial_state(batch_size: int):
-        return (policy.initial_state(batch_size), value.initial_state(batch_size))
-
-    def apply(params, obs, core, first):
-        out, policy_core = policy.apply(params["policy"], obs, core[0], first)
-        v, value_core = value.apply(params["value"], obs, core[1], first)
-        return (out, v), (policy_core, value_core)
-
-    def unroll(params, obs, first, core):
-        out, policy_cores = policy.unroll(params["policy"], obs, first, core[0])
-        v, value_cores = value.unroll(params["value"], obs, first, core[1])
-        return (out, v), (policy_cores, value_cores)
-
-    return Network(init, initial_state, apply, unroll)
+    return make_actor_critic(cfg.network, spec, policy_head)
 
 
 # --- observation normalisation ---------------------------------------------------------------
@@ -504,7 +485,7 @@ def _learning_rate(cfg: PPOConfig, layout: Layout) -> Any:
 
 def make_ppo(cfg: PPOConfig, spec: EnvSpec, layout: Layout) -> Algorithm:
     """PPO for the environment described by `spec`, discrete or continuous, on `layout`."""
-    network = make_actor_critic(cfg, spec)
+    network = make_ppo_network(cfg, spec)
     # Adam and the norm clip on one flat vector: a few kernels per SGD step rather than a few
     # per parameter array (at PureJaxRL's sizes on a CPU, about 3% of the program's time).
     optimizer = optax.flatten(

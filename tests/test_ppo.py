@@ -107,7 +107,7 @@ def _random_batch(key, spec, network, params, t=3, b=5):
 def test_loss_matches_rlax_and_distrax(env_name):
     spec = envs.spec(*envs.make(env_name), env_name)
     cfg = ppo.PPOConfig(clip_value=True, entropy_cost=0.03, value_cost=0.7)
-    network = ppo.make_actor_critic(cfg, spec)
+    network = ppo.make_ppo_network(cfg, spec)
     params = network.init(jax.random.PRNGKey(0))
     batch, policy_out = _random_batch(jax.random.PRNGKey(1), spec, network, params)
     (_, value), _ = network.unroll(params, batch.obs, batch.first, batch.core)
@@ -320,7 +320,7 @@ def test_continuous_actions_stay_in_bounds_and_log_probs_agree():
     greedy, _, _ = algo.act(state, core, obs, first, keys, evaluate=True)
     assert greedy.shape == (64, 1) and bool(jnp.all(jnp.abs(greedy) <= 2.0))
     # log pi(a) by the change of variables, from u: log N(u) - log(2 (1 - tanh(u)^2)).
-    network = ppo.make_actor_critic(cfg, spec)
+    network = ppo.make_ppo_network(cfg, spec)
     normalized = ppo.normalize_observation(state.obs_stats, obs, cfg.observation_clip)
     (out, _), _ = network.apply(state.params, normalized, core, first)
     mean, log_std = out
