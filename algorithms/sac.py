@@ -106,8 +106,17 @@ class SACConfig:
 
     def sgd_steps_per_update(self, layout: Layout) -> int:
         """SGD steps per rollout that best match `samples_per_insert`."""
-        return round(
-            self.samples_per_insert * layout.num_envs * layout.rollout_length / self.batch_size
+        return replay_lib.sgd_steps_per_update(
+            self.samples_per_insert, layout.num_envs * layout.rollout_length, self.batch_size
+        )
+
+    def notices(self, layout: Layout) -> list[str]:
+        """Start-up notices: the replay ratio actually run, where rounding changes it."""
+        return replay_lib.ratio_notices(
+            self.samples_per_insert,
+            layout.num_envs * layout.rollout_length,
+            self.batch_size,
+            "transitions",
         )
 
     def replay_layout(self, layout: Layout) -> replay_lib.ReplayLayout:
@@ -491,4 +500,6 @@ PRESETS: dict[str, tuple[SACConfig, ArchConfig]] = {
     ),
 }
 
-ENTRY = AlgorithmEntry(config_cls=SACConfig, make=make_sac, presets=PRESETS)
+ENTRY = AlgorithmEntry(
+    config_cls=SACConfig, make=make_sac, presets=PRESETS, notices=SACConfig.notices
+)
