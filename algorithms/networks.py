@@ -497,7 +497,7 @@ def make_actor_critic(cfg: NetworkConfig, spec: EnvSpec, policy_head: nn.Module)
 
     Its output is (policy_out, value), as a shared torso with both heads would give, but the
     value loss (whose scale is the return's) never shapes the policy's features. Parameters are
-    {"policy", "value"}; the core state is the pair of their cores.
+    {"policy", "value"}; the core state is the pair of their cores (none without an LSTM).
     """
     policy = make_network(cfg, spec, policy_head)
     value = make_network(cfg, spec, ValueHead())
@@ -507,17 +507,21 @@ def make_actor_critic(cfg: NetworkConfig, spec: EnvSpec, policy_head: nn.Module)
         return {"policy": policy.init(policy_key), "value": value.init(value_key)}
 
     def initial_state(batch_size: int):
+        if not cfg.lstm_size:
+            return ()  # feed-forward: no core, as one network would have
         return (policy.initial_state(batch_size), value.initial_state(batch_size))
 
     def apply(params, obs, core, first):
-        out, policy_core = policy.apply(params["policy"], obs, core[0], first)
-        v, value_core = value.apply(params["value"], obs, core[1], first)
-        return (out, v), (policy_core, value_core)
+        cores = core if cfg.lstm_size else ((), ())
+        out, policy_core = policy.apply(params["policy"], obs, cores[0], first)
+        v, value_core = value.apply(params["value"], obs, cores[1], first)
+        return (out, v), ((policy_core, value_core) if cfg.lstm_size else ())
 
     def unroll(params, obs, first, core):
-        out, policy_cores = policy.unroll(params["policy"], obs, first, core[0])
-        v, value_cores = value.unroll(params["value"], obs, first, core[1])
-        return (out, v), (policy_cores, value_cores)
+        cores = core if cfg.lstm_size else ((), ())
+        out, policy_cores = policy.unroll(params["policy"], obs, first, cores[0])
+        v, value_cores = value.unroll(params["value"], obs, first, cores[1])
+        return (out, v), ((policy_cores, value_cores) if cfg.lstm_size else ())
 
     return Network(init, initial_state, apply, unroll)
 
