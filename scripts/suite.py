@@ -518,10 +518,11 @@ def _reusable(run_dir: Path, task: Task, budget: int, num_seeds: int) -> bool:
         cfg = json.loads((run_dir / "config.json").read_text())["config"]
     except (OSError, ValueError, KeyError):
         return False
+    env = cfg["env"]  # {"name", "kwargs", "hide"}
     return (
         (run_dir / "summary.json").is_file()
-        and cfg["env"] == task.env
-        and {k: float(v) for k, v in cfg["env_kwargs"].items()}
+        and env["name"] == task.env
+        and {k: float(v) for k, v in env["kwargs"].items()}
         == {k: float(v) for k, v in task.kwargs.items()}
         and cfg["arch"]["total_env_steps"] == budget
         and cfg["num_seeds"] == num_seeds

@@ -176,6 +176,19 @@ def test_tiny_suite_run_writes_json_tables_and_plot(tmp_path):
     assert "| Catch-bsuite |" in table and "r2d2 on Catch-bsuite failed" in table
     assert prefix.with_suffix(".png").stat().st_size > 0
 
+    # --reuse reads the finished run back instead of training it again.
+    summary_file = tmp_path / "runs" / "impala-Catch-bsuite" / "summary.json"
+    before = summary_file.stat().st_mtime_ns
+    done = subprocess.run(
+        [*cmd, "--reuse", "--no-plot"], capture_output=True, text=True, timeout=280
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    again = json.loads(prefix.with_suffix(".json").read_text())["runs"][0]
+    assert again["reused"] is True and summary_file.stat().st_mtime_ns == before
+    assert [s["final_return"] for s in again["seeds"]] == [
+        s["final_return"] for s in impala["seeds"]
+    ]
+
 
 @pytest.mark.timeout(300)
 def test_aggregates_with_the_ppo_baseline(tmp_path):
