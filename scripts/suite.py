@@ -46,9 +46,9 @@ completed, so all columns compare the same tasks.
 Sizes (--size): budgets per task family and seeds per task.
   cpu   4 seeds per task (MinAtar 2); env steps per seed: classic control 196,608, bsuite
         98,304, misc 196,608, MinAtar 25,600, anything else 98,304. Measured on 2026-11-30
-        (2-core CPU, lightly loaded): IMPALA 5 and R2D2 15 minutes over 19 of the default
+        (2-core CPU shared with other runs): IMPALA 5 and R2D2 15 minutes over 19 of the default
         tasks (all but Pong-misc and MNISTBandit), PureJaxRL's PPO 6, DQN 11, anakin's PPO 6;
-        Pong-misc adds about 10 minutes per algorithm (its episodes run to the time limit), so
+        Pong-misc adds about 10 minutes per algorithm (IMPALA: 567 s there, cause unexamined), so
         pass --tasks without it to stay near 30 minutes for IMPALA, R2D2 and the baseline.
   full  8 seeds per task; classic 2M, bsuite 1M, misc 2M, MinAtar 10M, anything else 10M:
         for an accelerator.
