@@ -14,7 +14,9 @@ random actions in a jitted scan. This machine's speed drifts, so only side-by-si
 trustworthy.
 
 Tables:
-  main     each algorithm on CartPole-v1 and Breakout-MinAtar: compile time, env steps/s, SGD
+  main     each algorithm on CartPole-v1 and Breakout-MinAtar (`--algos ppo dqn sac --envs
+           CartPole-v1 Pendulum-v1`: PPO and DQN on CartPole, PPO's pendulum preset and SAC on
+           Pendulum): compile time, env steps/s, SGD
            steps/s, peak host memory, training-state bytes per device (replay included),
            ceiling, fraction of the ceiling.
   scaling  IMPALA and R2D2 on CartPole-v1 at 1, 2, 4 and 8 devices, weak (environments per
@@ -52,6 +54,10 @@ SETUPS = {
     ("r2d2", "Breakout-MinAtar"): ("default", 4_096, 32),
     ("bc", "CartPole-v1"): ("default", 0, 8),
     ("bc", "Breakout-MinAtar"): ("default", 0, 8),
+    ("ppo", "CartPole-v1"): ("default", 16_384, 16),
+    ("dqn", "CartPole-v1"): ("default", 16_384, 16),
+    ("ppo", "Pendulum-v1"): ("pendulum", 16_384, 16),
+    ("sac", "Pendulum-v1"): ("default", 16_384, 16),
 }
 
 
@@ -102,10 +108,10 @@ def synthetic_dataset(env_name: str, steps: int, path: Path) -> Path:
 def make_config(
     algo: str, env: str, num_envs: int, steps_per_call: int, dataset: str, devices: int = 0
 ):
-    from algorithms import bc, impala, r2d2
+    from algorithms import bc, dqn, impala, ppo, r2d2, sac
     from anakin.config import CheckpointConfig, EvalConfig, TrainConfig
 
-    module = {"impala": impala, "r2d2": r2d2, "bc": bc}[algo]
+    module = {"impala": impala, "r2d2": r2d2, "bc": bc, "ppo": ppo, "dqn": dqn, "sac": sac}[algo]
     preset, default_steps, _ = SETUPS[(algo, env)]
     algo_cfg, arch = module.PRESETS[preset]
     steps_per_call = steps_per_call or default_steps
@@ -209,14 +215,16 @@ def measure(spec: dict) -> dict:
         return metrics
 
     jax.block_until_ready(call())
-    if spec["algo"] == "r2d2":  # until learning is on, so SGD is inside every timed call
+    replayed = hasattr(cfg.algo, "sgd_steps_per_update")  # R2D2, DQN, SAC
+    if replayed:  # until learning is on, so SGD is inside every timed call
         while float(runner.dev.unreplicate(call())["learner"]["learning"]) < 1.0:
             pass
-    sgd_per_update = {
-        "impala": getattr(cfg.algo, "num_sgd_steps_per_step", 1),
-        "bc": getattr(cfg.algo, "num_sgd_steps_per_step", 1),
-        "r2d2": cfg.algo.sgd_steps_per_update(cfg.arch) if spec["algo"] == "r2d2" else 0,
-    }[spec["algo"]]
+    if replayed:
+        sgd_per_update = cfg.algo.sgd_steps_per_update(cfg.arch)
+    elif spec["algo"] == "ppo":
+        sgd_per_update = cfg.algo.num_epochs * cfg.algo.num_minibatches
+    else:  # IMPALA, BC
+        sgd_per_update = getattr(cfg.algo, "num_sgd_steps_per_step", 1)
     sgd_per_call = sgd_per_update * cfg.arch.updates_per_call
     steps_per_call = s.steps_per_call
 
@@ -546,6 +554,8 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             for env in args.envs:
                 for algo in args.algos:
+                    if (algo, env) not in SETUPS:
+                        continue  # e.g. SAC on a discrete-action task
                     spec = {
                         "algo": algo,
                         "env": env,
