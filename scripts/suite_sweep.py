@@ -24,6 +24,7 @@ import argparse
 import itertools
 import json
 import shlex
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -110,8 +111,6 @@ def run_task(task: suite.Task, variant: str, extra: list[str], args) -> dict[str
     out = {"task": task.spec, "variant": variant, "budget": budget, "command": shlex.join(shown)}
     if not (args.reuse and (run_dir / "summary.json").is_file()):
         if run_dir.exists():
-            import shutil
-
             shutil.rmtree(run_dir)
         code, wall, tail = suite.run_process(cmd, Path(args.runs) / f"{name}.log", args.run_timeout)
         out["wall_time_s"] = wall
@@ -119,10 +118,10 @@ def run_task(task: suite.Task, variant: str, extra: list[str], args) -> dict[str
             return {**out, "status": "failed", "error": suite._last_error(tail)}
     summary = json.loads((run_dir / "summary.json").read_text())
     records = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x]
-    total = args.num_seeds * int(np.prod([len(s.split("=", 1)[1].split(",")) for s in args.sweep]))
+    finals = summary.get("per_run", [summary])  # one run writes its numbers at the top level
     runs = []
-    for i, final in enumerate(suite._per_run(summary, total)):
-        entropy = [suite._per_run(r, total)[i].get("entropy") for r in records]
+    for i, final in enumerate(finals):
+        entropy = [suite._per_run(r, len(finals))[i].get("entropy") for r in records]
         entropy = [e for e in entropy if e is not None]
         runs.append(
             {

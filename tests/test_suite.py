@@ -219,3 +219,52 @@ def test_aggregates_with_the_ppo_baseline(tmp_path):
         for d in (agg["iqm"], agg["mean"], agg["optimality_gap"]):
             assert d["ci_low"] <= d["value"] <= d["ci_high"]
     assert "iqm_at_least_ppo" in doc["summary"]["targets"]["impala"]
+
+
+def test_sweep_ranks_each_setting_over_its_own_runs(tmp_path):
+    """scripts/suite_sweep.py: one program per task and variant holds every swept value x seed;
+    each setting is scored from its own runs only and ranked by IQM."""
+    out = tmp_path / "sweep"
+    cmd = [
+        sys.executable,
+        str(ROOT / "scripts" / "suite_sweep.py"),
+        "--algo",
+        "impala",
+        "--tasks",
+        "Catch-bsuite",
+        "--variant=tiny=--preset tiny",
+        "--sweep",
+        "algo.learning_rate=1e-3,2e-3",
+        "--num-seeds",
+        "2",
+        "--budget-scale",
+        "0.001",
+        "--eval-episodes",
+        "4",
+        "--bootstrap-reps",
+        "50",
+        "--runs",
+        str(tmp_path / "runs"),
+        "--out",
+        str(out),
+    ]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=280)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    doc = json.loads(out.with_suffix(".json").read_text())
+    (result,) = doc["results"]
+    assert result["status"] == "ok" and "--preset tiny" in result["command"]
+    assert "--runs" not in doc["argv"] and "--out" not in doc["argv"]  # no machine paths
+    settings = sorted(r["setting"] for r in result["runs"])
+    assert settings == ["tiny learning_rate=0.001"] * 2 + ["tiny learning_rate=0.002"] * 2
+    scale = doc["scales"]["Catch-bsuite"]
+    ranking = {row["setting"]: row for row in doc["ranking"]}
+    assert sorted(ranking) == ["tiny learning_rate=0.001", "tiny learning_rate=0.002"]
+    for setting, row in ranking.items():
+        returns = [r["final_return"] for r in result["runs"] if r["setting"] == setting]
+        expected = np.mean(
+            [(x - scale["random"]) / (scale["best"] - scale["random"]) for x in returns]
+        )
+        assert row["task_means"]["Catch-bsuite"] == pytest.approx(expected)
+    iqms = [row["aggregates"]["iqm"]["value"] for row in doc["ranking"]]
+    assert iqms == sorted(iqms, reverse=True)
+    assert "| tiny learning_rate=" in out.with_suffix(".md").read_text()
