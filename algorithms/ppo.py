@@ -603,7 +603,8 @@ PRESETS: dict[str, tuple[PPOConfig, ArchConfig]] = {
     # 4 x 128: the same samples per update, 4x fewer sequential steps (env steps/s on a CPU).
     "default": (PPOConfig(), _ARCH),
     # PureJaxRL's CartPole-v1 PPO as it is: 4 envs x 128 steps, value clipping, lr 2.5e-4
-    # annealed to 0 over its 500k env steps, no observation normalisation.
+    # annealed to 0 over its 500k env steps, no observation normalisation, all environments
+    # starting at reset (no desync steps).
     "purejaxrl": (
         PPOConfig(
             clip_value=True,
@@ -611,7 +612,13 @@ PRESETS: dict[str, tuple[PPOConfig, ArchConfig]] = {
             anneal_env_steps=500_000,
             normalize_observations=False,
         ),
-        ArchConfig(num_envs=4, rollout_length=128, updates_per_call=16, total_env_steps=500_000),
+        ArchConfig(
+            num_envs=4,
+            rollout_length=128,
+            updates_per_call=16,
+            total_env_steps=500_000,
+            desync_steps=0,
+        ),
     ),
     "lstm": (PPOConfig(network=NetworkConfig(activation="tanh", lstm_size=64)), _ARCH),
     # Continuous control, tuned on Pendulum-v1: rewards scaled to about -1.6..0 per step (the

@@ -59,8 +59,6 @@ def _env_aliases(args: list[str]) -> list[str]:
 
 
 def _train(argv: list[str]) -> int:
-    import tyro
-
     import algorithms
     from anakin import logger, runner
     from anakin.checkpoint import CheckpointError
@@ -103,14 +101,7 @@ def _train(argv: list[str]) -> int:
             )
         algo_cfg, arch = entry.presets[preset]
         default, source = TrainConfig(algo=algo_cfg, arch=arch), f"preset {preset!r}"
-    cfg = tyro.cli(
-        TrainConfig[entry.config_cls],
-        default=default,
-        args=_env_aliases(rest),
-        prog=f"anakin train {known.algo} [--preset {'|'.join(entry.presets)}] "
-        "[--resume RUN_DIR [--resume-step N] [--force]]",
-        description=f"Train {known.algo} (defaults shown are those of {source}).",
-    )
+    cfg = _parse_train_config(known.algo, entry, default, source, rest)
     try:
         if saved is not None:
             runner.check_resume(saved, cfg, known.force)
@@ -144,6 +135,39 @@ def _train(argv: list[str]) -> int:
         print(f"anakin train: stopped by {result.summary['interrupted']}: {saved}", file=sys.stderr)
         return INTERRUPTED
     return 0
+
+
+def _parse_train_config(algo: str, entry, default, source: str, rest: list[str]):
+    import tyro
+
+    from anakin.config import TrainConfig
+
+    return tyro.cli(
+        TrainConfig[entry.config_cls],
+        default=default,
+        args=_env_aliases(rest),
+        prog=f"anakin train {algo} [--preset {'|'.join(entry.presets)}] "
+        "[--resume RUN_DIR [--resume-step N] [--force]]",
+        description=f"Train {algo} (defaults shown are those of {source}).",
+    )
+
+
+def train_config(algo: str, argv: list[str]):
+    """The `TrainConfig` that `anakin train ALGO ARGV...` (without --resume) would run, for
+    tools that must know it without training (scripts/suite.py --reuse). Raises ValueError for
+    an unknown algorithm or preset."""
+    import algorithms
+    from anakin.config import TrainConfig
+
+    entry = algorithms.get(algo)
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--preset", default="default")
+    known, rest = parser.parse_known_args(argv)
+    if known.preset not in entry.presets:
+        raise ValueError(f"unknown preset {known.preset!r} for {algo}")
+    algo_cfg, arch = entry.presets[known.preset]
+    default = TrainConfig(algo=algo_cfg, arch=arch)
+    return _parse_train_config(algo, entry, default, f"preset {known.preset!r}", rest)
 
 
 def _evaluate(argv: list[str]) -> int:

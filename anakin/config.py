@@ -40,6 +40,12 @@ class ArchConfig:
       total_env_steps: train until at least this many environment steps (over all devices).
       num_devices: devices to use; 0 means every device of the default backend.
       seed: the run's seed; environment i's randomness depends only on (seed, i).
+      desync_steps: before training, environment i acts with the initial policy for its own
+        number of steps, drawn uniformly below desync_steps; these steps are neither learnt
+        from nor counted in total_env_steps (at most num_envs x (desync_steps - 1) of them).
+        Environments reset together otherwise stay in lockstep while their episodes have one
+        length, and every rollout holds the same stretch of every episode. 0 or 1: all start
+        at reset.
     """
 
     num_envs: int = 64
@@ -48,6 +54,7 @@ class ArchConfig:
     total_env_steps: int = resumable(1_000_000)
     num_devices: int = 0
     seed: int = 0
+    desync_steps: int = 128
 
     @property
     def env_steps_per_update(self) -> int:
@@ -66,6 +73,10 @@ class ArchConfig:
         for name in ("num_envs", "rollout_length", "updates_per_call", "total_env_steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"arch.{name}={getattr(self, name)} must be >= 1")
+        if self.desync_steps < 0:
+            raise ValueError(
+                f"arch.desync_steps={self.desync_steps} must be >= 0 (0: no desynchronisation)"
+            )
         if self.num_envs % num_devices:
             lo = self.num_envs - self.num_envs % num_devices
             raise ValueError(

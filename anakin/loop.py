@@ -144,9 +144,14 @@ def make_rollout(algo: Algorithm, env: Any, env_params: Any, length: int):
     return rollout
 
 
-def make_init_global(algo: Algorithm, env: Any, env_params: Any, num_envs: int) -> Callable:
+def make_init_global(
+    algo: Algorithm, env: Any, env_params: Any, num_envs: int, desync_steps: int = 0
+) -> Callable:
     """`init_global(key) -> (learner, learner_key, per_env)`: the state of all environments,
-    before it is split over devices (per_env leaves [num_envs, ...])."""
+    before it is split over devices (per_env leaves [num_envs, ...]).
+
+    With `desync_steps`, each environment then acts for its own number of steps, drawn
+    uniformly from 0 .. desync_steps - 1 with its own key (see `desync`)."""
 
     def init_global(key: jax.Array):
         params_key, actor_key, env_key, learner_key = jax.random.split(key, 4)
@@ -158,9 +163,52 @@ def make_init_global(algo: Algorithm, env: Any, env_params: Any, num_envs: int) 
         obs, env_state = env.reset_batch(reset_keys, env_params)
         actor = algo.init_actor(actor_key, num_envs)
         first = jnp.ones((num_envs,), bool)
-        return learner, learner_key, (actor, env_state, obs, first, env_keys)
+        per_env = (actor, env_state, obs, first, env_keys)
+        if desync_steps > 1:
+            per_env = desync(algo, env, env_params, learner, per_env, desync_steps)
+        return learner, learner_key, per_env
 
     return init_global
+
+
+def desync(
+    algo: Algorithm, env: Any, env_params: Any, learner: Any, per_env: tuple, max_steps: int
+) -> tuple:
+    """Environment i acts (with the initial policy, as training would) for n_i steps, n_i
+    uniform in 0 .. max_steps - 1 from its own key; nothing of these steps is learnt from or
+    counted.
+
+    Environments reset together stay in step for as long as their episodes last the same
+    number of steps: every rollout then holds the same stretch of every episode, and an
+    on-policy learner fits its value to one time slice after another (DiscountingChain's
+    100-step episodes, seen 16 steps at a time by 64 environments in lockstep, taught IMPALA,
+    PPO and DQN to prefer a worse chain). Starting each environment at its own point removes the
+    lockstep, as Sample Factory's `decorrelate_envs_on_one_worker` does with random actions.
+    """
+    actor, env_state, obs, first, env_keys = per_env
+    lengths = jax.vmap(lambda k: jax.random.randint(jax.random.fold_in(k, 1), (), 0, max_steps))(
+        env_keys
+    )
+    env_keys = jax.vmap(lambda k: jax.random.fold_in(k, 2))(env_keys)
+
+    def step(carry, t):
+        actor, env_state, obs, first, env_keys = carry
+        next_keys, act_keys, step_keys = split_env_keys(env_keys, 3)
+        action, new_actor, _ = algo.act(learner, actor, obs, first, act_keys)
+        new_obs, new_env_state, _, terminated, truncated, _ = env_step(
+            env, env_params, env_state, action, step_keys
+        )
+        stepped = (new_actor, new_env_state, new_obs, jnp.logical_or(terminated, truncated))
+        moves = t < lengths  # [num_envs]
+
+        def pick(new, old):
+            return jnp.where(moves.reshape(moves.shape + (1,) * (new.ndim - 1)), new, old)
+
+        kept = jax.tree.map(pick, stepped, (actor, env_state, obs, first))
+        return (*kept, next_keys), None
+
+    carry, _ = jax.lax.scan(step, per_env[:4] + (env_keys,), jnp.arange(max_steps - 1))
+    return carry
 
 
 def _runner_state(learner: Any, learner_key: Any, per_env: tuple, step: Any) -> RunnerState:
@@ -216,6 +264,7 @@ def make_program(
     updates_per_call: int,
     devices: Sequence[jax.Device],
     runs: runs_lib.Runs | None = None,
+    desync_steps: int = 0,
 ) -> Program:
     """Builds the training program of `algo` on `env` over `devices`.
 
@@ -223,6 +272,7 @@ def make_program(
     (global index) gets the same key chain whatever the device count, so a run on 1 device and
     one on N devices with the same global config compute the same thing. With `runs`, `algo`
     is a `Build` and every leaf of the state gains a run axis after the device axis.
+    `desync_steps`: see `make_init_global`.
     """
     devices = list(devices)
     num_devices = len(devices)
@@ -248,7 +298,9 @@ def make_program(
         sums = dev.psum(jax.tree.map(jnp.sum, sums))
         return state, call_metrics(metrics, state.learner, sums)
 
-    init_one = jax.jit(lambda key, hp: make_init_global(build(hp), env, env_params, num_envs)(key))
+    init_one = jax.jit(
+        lambda key, hp: make_init_global(build(hp), env, env_params, num_envs, desync_steps)(key)
+    )
 
     def init(seed: int) -> RunnerState:
         learner, learner_key, per_env = runs_lib.init_runs(init_one, seed, runs)

@@ -145,6 +145,7 @@ def setup(algo_name: str, cfg: TrainConfig) -> Setup:
             updates_per_call=cfg.arch.updates_per_call,
             devices=devices,
             runs=runs,
+            desync_steps=cfg.arch.desync_steps,
         )
     check_memory(
         build, cfg, spec, env, env_params, devices, runs, None if not entry.offline else data

@@ -513,12 +513,19 @@ def read_anakin_run(run_dir: Path, num_seeds: int, curve_points: int) -> dict[st
     }
 
 
-def _reusable(run_dir: Path, task: Task, budget: int, num_seeds: int) -> bool:
+def _reusable(run_dir: Path, task: Task, budget: int, num_seeds: int, cmd: list[str]) -> bool:
+    """A finished run of this task, budget and seed count, whose algorithm and arch configs are
+    those `cmd` would train with today (a changed default makes an old run stale)."""
     try:
         cfg = json.loads((run_dir / "config.json").read_text())["config"]
     except (OSError, ValueError, KeyError):
         return False
+    from anakin import cli
+    from anakin import config as config_lib
+
     env = cfg["env"]  # {"name", "kwargs", "hide"}
+    algo, argv = cmd[4], cmd[5:]  # [python, -m, anakin.cli, train, ALGO, ...]
+    now = config_lib.to_dict(cli.train_config(algo, argv))
     return (
         (run_dir / "summary.json").is_file()
         and env["name"] == task.env
@@ -526,6 +533,8 @@ def _reusable(run_dir: Path, task: Task, budget: int, num_seeds: int) -> bool:
         == {k: float(v) for k, v in task.kwargs.items()}
         and cfg["arch"]["total_env_steps"] == budget
         and cfg["num_seeds"] == num_seeds
+        and cfg.get("algo") == now["algo"]
+        and cfg.get("arch") == now["arch"]
     )
 
 
@@ -541,7 +550,7 @@ def run_anakin(algo: str, task: Task, budget: int, seeds: int, args) -> dict[str
         "command": shlex.join(["anakin", *cmd[3:]]),
     }
     wall_file = Path(args.runs) / f"{name}.wall"
-    if args.reuse and _reusable(run_dir, task, budget, seeds):
+    if args.reuse and _reusable(run_dir, task, budget, seeds, cmd):
         out.update(status="ok", reused=True, wall_time_s=_read_wall(wall_file))
     else:
         if run_dir.exists():
@@ -742,7 +751,7 @@ def purejaxrl_identity(folder: str) -> dict[str, str]:
 
 
 def run_ppo(task: Task, budget: int, seeds: int, args) -> dict[str, Any]:
-    name = f"ppo-{task.slug}"
+    name = f"{BASELINE}-{task.slug}"  # apart from anakin's own "ppo-..." run, log and wall time
     result_file = Path(args.runs) / f"{name}.json"
     cmd = [
         sys.executable,

@@ -248,9 +248,10 @@ def test_cli_refuses_mismatched_resume(saved_run, capsys):
 
 def test_non_finite_loss_stops_without_a_nan_checkpoint(tmp_path):
     # test-NaNAfter's rewards turn NaN after 40 steps of each environment; tiny runs 8 steps
-    # per environment per call, so the loss goes NaN during call 6 (env steps 321..384).
+    # per environment per call, so the loss goes NaN during call 6 (env steps 321..384). No
+    # desync steps, which would spend some of each environment's 40 before training.
     cfg = dataclasses.replace(
-        tiny(impala, total_env_steps=64 * 10),
+        tiny(impala, total_env_steps=64 * 10, desync_steps=0),
         env="test-NaNAfter",
         out=str(tmp_path),
         run_name="nan",

@@ -82,6 +82,10 @@ def test_listing_commands(capsys):
             "arch.num_envs=6 does not divide over 4 devices; use a multiple of 4 (e.g. 4 or 8)",
         ),
         (["train", "impala", "--arch.rollout-length", "0"], "arch.rollout_length=0 must be >= 1"),
+        (
+            ["train", "impala", "--arch.desync-steps", "-1"],
+            "arch.desync_steps=-1 must be >= 0 (0: no desynchronisation)",
+        ),
         (["train", "impala", "--arch.num-devices", "9"], "num_devices=9, but this machine has 4"),
         (
             ["train", "impala", "--arch.num-envs", "8", "--algo.num-sgd-steps-per-step", "3"],

@@ -5,6 +5,7 @@ import dataclasses
 import jax
 import numpy as np
 import pytest
+import toy_envs  # noqa: F401  (registers test-Count)
 
 import algorithms
 import envs
@@ -14,6 +15,7 @@ from anakin import devices as dev
 from anakin import loop
 
 NUM_ENVS, ROLLOUT, UPDATES, CALLS = 8, 4, 2, 3
+DESYNC = 16  # each environment first acts for its own 0..15 steps, as the defaults do (128)
 
 
 def build(num_devices: int, lstm_size: int = 0):
@@ -34,6 +36,7 @@ def build(num_devices: int, lstm_size: int = 0):
         rollout_length=ROLLOUT,
         updates_per_call=UPDATES,
         devices=dev.select(num_devices),
+        desync_steps=DESYNC,
     )
 
 
@@ -117,3 +120,41 @@ def test_num_envs_must_divide_over_devices():
             updates_per_call=1,
             devices=dev.select(4),
         )
+
+
+def test_desync_steps_each_environment_its_own_number_of_steps():
+    # test-Count's observation is [t, t] after t steps and action 0 never ends an episode
+    # (time limit raised to 1000): an always-0 policy leaves each environment's step count in
+    # its observation.
+    env, params = envs.make("test-Count")
+    params = params.replace(max_steps_in_episode=1000)
+    algo = algorithms.get("impala").make(PRESETS["tiny"][0], envs.spec(env, params))
+
+    def act_zero(learner, actor, obs, first, keys):
+        return jax.numpy.zeros(obs.shape[0], jax.numpy.int32), actor, {}
+
+    num_envs, desync = 64, 40
+
+    def steps_taken(num_devices, desync_steps):
+        program = loop.make_program(
+            algo._replace(act=act_zero),
+            env,
+            params,
+            num_envs=num_envs,
+            rollout_length=1,
+            updates_per_call=1,
+            devices=dev.select(num_devices),
+            desync_steps=desync_steps,
+        )
+        state = program.init(0)
+        return np.asarray(state.obs)[..., 0].reshape(-1), np.asarray(state.first).reshape(-1)
+
+    steps, first = steps_taken(1, desync)
+    assert steps.min() >= 0 and steps.max() <= desync - 1
+    assert len(set(steps.tolist())) > 20  # spread over 0..39, not in lockstep
+    np.testing.assert_array_equal(first, steps == 0)  # only the unmoved start an episode
+    # The same environment takes the same steps however the devices split the environments.
+    np.testing.assert_array_equal(steps_taken(4, desync)[0], steps)
+    for off in (0, 1):
+        untouched, first = steps_taken(1, off)
+        assert not untouched.any() and first.all()

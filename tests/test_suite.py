@@ -189,6 +189,22 @@ def test_tiny_suite_run_writes_json_tables_and_plot(tmp_path):
         s["final_return"] for s in impala["seeds"]
     ]
 
+    # A run trained with another algorithm or arch config than the command's today (a default
+    # changed since) is stale: --reuse trains it again.
+    suite = _load("suite")
+    run_dir = summary_file.parent
+    task = suite.parse_task("Catch-bsuite")
+    args = suite.parse_args(cmd[2:])
+    train = suite.anakin_command("impala", task, 98, 2, args, "impala-Catch-bsuite")
+    assert suite._reusable(run_dir, task, 98, 2, train)
+    saved = json.loads((run_dir / "config.json").read_text())
+    for part, field, old in (("arch", "desync_steps", 128), ("algo", "entropy_cost", 0.03)):
+        stale = json.loads(json.dumps(saved))
+        assert stale["config"][part][field] == old
+        stale["config"][part][field] = old + 1
+        (run_dir / "config.json").write_text(json.dumps(stale))
+        assert not suite._reusable(run_dir, task, 98, 2, train), (part, field)
+
 
 @pytest.mark.timeout(300)
 def test_aggregates_with_the_ppo_baseline(tmp_path):
