@@ -2,15 +2,33 @@
 more than one device."""
 
 import os
+import shutil
+import tempfile
 
 from anakin import _xla  # noqa: F401  (the deadlock-safe CPU flag, also before JAX)
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-os.environ.setdefault("ANAKIN_COMPILE_CACHE", "0")  # every test compiles for real
+# One fresh persistent compilation cache per test session, shared by pytest-xdist's workers
+# (started with this environment) and the CLI subprocesses tests start: a program that an
+# earlier test of the session compiled (same HLO, same flags) is read back rather than compiled
+# again. Every program is still compiled at least once per session; nothing outlives it.
+_OWN_CACHE = "ANAKIN_COMPILE_CACHE" not in os.environ
+if _OWN_CACHE:
+    os.environ["ANAKIN_COMPILE_CACHE"] = tempfile.mkdtemp(prefix="anakin-tests-xla-")
 _xla.add_xla_flag("--xla_force_host_platform_device_count=4")
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
+
+if os.environ["ANAKIN_COMPILE_CACHE"] not in ("", "0"):
+    jax.config.update("jax_compilation_cache_dir", os.environ["ANAKIN_COMPILE_CACHE"])
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _OWN_CACHE:
+        shutil.rmtree(os.environ["ANAKIN_COMPILE_CACHE"], ignore_errors=True)
+
 
 NUM_DEVICES = 4
 
