@@ -1,8 +1,10 @@
 """Small learning tests: each agent must actually learn a small task within seconds."""
 
+import dataclasses
+
 import pytest
 
-from algorithms.impala import ImpalaConfig
+from algorithms.impala import PRESETS, ImpalaConfig
 from algorithms.networks import NetworkConfig
 from anakin import runner
 from anakin.config import ArchConfig, TrainConfig
@@ -51,9 +53,9 @@ def test_impala_learns_catch(lstm_size, tmp_path):
 )
 def test_impala_defaults_learn_beyond_cartpole(env, budget, stop, tmp_path):
     cfg = TrainConfig(
-        algo=ImpalaConfig(),
+        algo=PRESETS["default"][0],
         env=env,
-        arch=ArchConfig(total_env_steps=budget),
+        arch=dataclasses.replace(PRESETS["default"][1], total_env_steps=budget),
         out=str(tmp_path),
         stop_return=stop,
         quiet=True,
@@ -68,14 +70,14 @@ def test_impala_defaults_learn_beyond_cartpole(env, budget, stop, tmp_path):
 
 def test_impala_defaults_learn_discounting_chain(tmp_path):
     # Every episode lasts 100 steps, so environments reset together stay in lockstep, and
-    # each 16-step rollout holds the same stretch of every episode: IMPALA, PPO and DQN all
+    # each 16-step rollout held the same stretch of every episode: IMPALA, PPO and DQN all
     # settled on a chain worth 1.0 (the suite's score -0.26). Each environment starting at its
     # own step (arch.desync_steps, on by default) lets the critic see whole episodes; the
     # greedy policy then picks chain 0, worth 1.1 at once.
     cfg = TrainConfig(
-        algo=ImpalaConfig(),
+        algo=PRESETS["default"][0],
         env="DiscountingChain-bsuite",
-        arch=ArchConfig(total_env_steps=98_304),
+        arch=dataclasses.replace(PRESETS["default"][1], total_env_steps=98_304),
         out=str(tmp_path),
         quiet=True,
     )
