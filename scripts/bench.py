@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # What each measurement trains, per (algorithm, environment): the preset, env steps per program
 # call (BC: its preset's updates per call) and the number of environments of the main table.
 SETUPS = {
-    ("impala", "CartPole-v1"): ("default", 131_072, 64),
+    ("impala", "CartPole-v1"): ("default", 131_072, 32),
     ("impala", "Breakout-MinAtar"): ("minatar", 16_384, 128),
     ("r2d2", "CartPole-v1"): ("default", 16_384, 32),
     ("r2d2", "Breakout-MinAtar"): ("default", 4_096, 32),
