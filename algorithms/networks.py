@@ -511,17 +511,23 @@ def make_actor_critic(cfg: NetworkConfig, spec: EnvSpec, policy_head: nn.Module)
             return ()  # feed-forward: no core, as one network would have
         return (policy.initial_state(batch_size), value.initial_state(batch_size))
 
+    def split(core):  # (policy core, value core); () for each without an LSTM
+        return core if cfg.lstm_size else ((), ())
+
+    def join(policy_core, value_core):
+        return (policy_core, value_core) if cfg.lstm_size else ()
+
     def apply(params, obs, core, first):
-        cores = core if cfg.lstm_size else ((), ())
-        out, policy_core = policy.apply(params["policy"], obs, cores[0], first)
-        v, value_core = value.apply(params["value"], obs, cores[1], first)
-        return (out, v), ((policy_core, value_core) if cfg.lstm_size else ())
+        policy_core, value_core = split(core)
+        out, policy_core = policy.apply(params["policy"], obs, policy_core, first)
+        v, value_core = value.apply(params["value"], obs, value_core, first)
+        return (out, v), join(policy_core, value_core)
 
     def unroll(params, obs, first, core):
-        cores = core if cfg.lstm_size else ((), ())
-        out, policy_cores = policy.unroll(params["policy"], obs, first, cores[0])
-        v, value_cores = value.unroll(params["value"], obs, first, cores[1])
-        return (out, v), ((policy_cores, value_cores) if cfg.lstm_size else ())
+        policy_core, value_core = split(core)
+        out, policy_cores = policy.unroll(params["policy"], obs, first, policy_core)
+        v, value_cores = value.unroll(params["value"], obs, first, value_core)
+        return (out, v), join(policy_cores, value_cores)
 
     return Network(init, initial_state, apply, unroll)
 
