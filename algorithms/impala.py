@@ -79,10 +79,15 @@ class ImpalaConfig:
         n = self.num_sgd_steps_per_step
         per_device = layout.envs_per_device
         if n < 1 or per_device % n:
+            fix = (
+                f"; use an arch.num_envs that is a multiple of {n * layout.num_devices}"
+                if n >= 1
+                else ""
+            )
             raise ValueError(
                 f"algo.num_sgd_steps_per_step={n} must be >= 1 and divide the "
                 f"{per_device} environments per device (arch.num_envs={layout.num_envs} over "
-                f"{layout.num_devices} devices)"
+                f"{layout.num_devices} devices){fix}"
             )
         learning.check_discrete("IMPALA here", spec)
 

@@ -89,7 +89,8 @@ def test_listing_commands(capsys):
         (["train", "impala", "--arch.num-devices", "9"], "num_devices=9, but this machine has 4"),
         (
             ["train", "impala", "--arch.num-envs", "8", "--algo.num-sgd-steps-per-step", "3"],
-            "algo.num_sgd_steps_per_step=3 must be >= 1 and divide the 2 environments per device",
+            "algo.num_sgd_steps_per_step=3 must be >= 1 and divide the 2 environments per device"
+            " (arch.num_envs=8 over 4 devices); use an arch.num_envs that is a multiple of 12",
         ),
         (
             ["train", "impala", "--env", "CartPole-v1", "--env-hide", "4"],
