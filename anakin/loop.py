@@ -99,18 +99,33 @@ def env_step(env, env_params, env_state, action, keys):
     return env.step_batch(keys, env_state, action, env_params)
 
 
+def act_and_step(algo, env, env_params, learner, actor, env_state, obs, first, env_keys):
+    """Every environment's next step: the algorithm acts on `obs`, the environments step, each
+    with its own key from its own chain. Returns (next env keys, action, actor, extras,
+    (obs, env_state, reward, terminated, truncated, info))."""
+    env_keys, act_keys, step_keys = split_env_keys(env_keys, 3)
+    action, actor, extras = algo.act(learner, actor, obs, first, act_keys)
+    stepped = env_step(env, env_params, env_state, action, step_keys)
+    return env_keys, action, actor, extras, stepped
+
+
 def make_rollout(algo: Algorithm, env: Any, env_params: Any, length: int):
     """`rollout(state) -> (state, traj [T, B], EpisodeSums)`, acting with `state.learner`."""
 
     def step(carry: tuple[RunnerState, EpisodeSums], _):
         state, sums = carry
-        env_keys, act_keys, step_keys = split_env_keys(state.env_keys, 3)
-        action, actor, extras = algo.act(
-            state.learner, state.actor, state.obs, state.first, act_keys
+        env_keys, action, actor, extras, stepped = act_and_step(
+            algo,
+            env,
+            env_params,
+            state.learner,
+            state.actor,
+            state.env_state,
+            state.obs,
+            state.first,
+            state.env_keys,
         )
-        obs, env_state, reward, terminated, truncated, info = env_step(
-            env, env_params, state.env_state, action, step_keys
-        )
+        obs, env_state, reward, terminated, truncated, info = stepped
         transition = Transition(
             obs=state.obs,
             first=state.first,
@@ -193,10 +208,8 @@ def desync(
 
     def step(carry, t):
         actor, env_state, obs, first, env_keys = carry
-        next_keys, act_keys, step_keys = split_env_keys(env_keys, 3)
-        action, new_actor, _ = algo.act(learner, actor, obs, first, act_keys)
-        new_obs, new_env_state, _, terminated, truncated, _ = env_step(
-            env, env_params, env_state, action, step_keys
+        next_keys, _, new_actor, _, (new_obs, new_env_state, _, terminated, truncated, _) = (
+            act_and_step(algo, env, env_params, learner, actor, env_state, obs, first, env_keys)
         )
         stepped = (new_actor, new_env_state, new_obs, jnp.logical_or(terminated, truncated))
         moves = t < lengths  # [num_envs]
