@@ -62,7 +62,6 @@ def _train(argv: list[str]) -> int:
     import algorithms
     from anakin import logger, runner
     from anakin.checkpoint import CheckpointError
-    from anakin.config import TrainConfig
 
     parser = argparse.ArgumentParser(prog="anakin train", add_help=False)
     parser.add_argument("algo", nargs="?")
@@ -93,14 +92,11 @@ def _train(argv: list[str]) -> int:
         default, source = saved, f"the run in {known.resume}"
     else:
         preset = known.preset or "default"
-        if preset not in entry.presets:
-            return _error(
-                "train",
-                f"unknown preset {preset!r} for {known.algo}. Choose one "
-                f"of: {', '.join(entry.presets)}",
-            )
-        algo_cfg, arch = entry.presets[preset]
-        default, source = TrainConfig(algo=algo_cfg, arch=arch), f"preset {preset!r}"
+        try:
+            default = _preset_config(known.algo, entry, preset)
+        except ValueError as e:
+            return _error("train", str(e))
+        source = f"preset {preset!r}"
     cfg = _parse_train_config(known.algo, entry, default, source, rest)
     try:
         if saved is not None:
@@ -137,6 +133,18 @@ def _train(argv: list[str]) -> int:
     return 0
 
 
+def _preset_config(algo: str, entry, preset: str):
+    """The `TrainConfig` of `algo`'s preset; ValueError naming the presets for an unknown one."""
+    from anakin.config import TrainConfig
+
+    if preset not in entry.presets:
+        raise ValueError(
+            f"unknown preset {preset!r} for {algo}. Choose one of: {', '.join(entry.presets)}"
+        )
+    algo_cfg, arch = entry.presets[preset]
+    return TrainConfig(algo=algo_cfg, arch=arch)
+
+
 def _parse_train_config(algo: str, entry, default, source: str, rest: list[str]):
     import tyro
 
@@ -157,16 +165,12 @@ def train_config(algo: str, argv: list[str]):
     tools that must know it without training (scripts/suite.py --reuse). Raises ValueError for
     an unknown algorithm or preset."""
     import algorithms
-    from anakin.config import TrainConfig
 
     entry = algorithms.get(algo)
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--preset", default="default")
     known, rest = parser.parse_known_args(argv)
-    if known.preset not in entry.presets:
-        raise ValueError(f"unknown preset {known.preset!r} for {algo}")
-    algo_cfg, arch = entry.presets[known.preset]
-    default = TrainConfig(algo=algo_cfg, arch=arch)
+    default = _preset_config(algo, entry, known.preset)
     return _parse_train_config(algo, entry, default, f"preset {known.preset!r}", rest)
 
 
