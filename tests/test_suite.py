@@ -284,3 +284,24 @@ def test_sweep_ranks_each_setting_over_its_own_runs(tmp_path):
     iqms = [row["aggregates"]["iqm"]["value"] for row in doc["ranking"]]
     assert iqms == sorted(iqms, reverse=True)
     assert "| tiny learning_rate=" in out.with_suffix(".md").read_text()
+
+
+def test_baseline_and_anakin_ppo_keep_apart_logs_and_wall_times(tmp_path, monkeypatch):
+    # anakin's own PPO column and PureJaxRL's PPO, run on one task, write their logs (and wall
+    # times, for --reuse) side by side in --runs: they once shared "ppo-TASK.*", so one column's
+    # wall time was read back as the other's.
+    suite = _load("suite")
+    logs = []
+
+    def fail(cmd, log, timeout):  # a run that exits 1 at once, its log path recorded
+        logs.append(log)
+        return 1, 0.0, "failed"
+
+    monkeypatch.setattr(suite, "run_process", fail)
+    args = suite.parse_args(
+        ["--runs", str(tmp_path), "--purejaxrl", str(tmp_path), "--algos", "ppo"]
+    )
+    task = suite.parse_task("Catch-bsuite")
+    assert suite.run_anakin("ppo", task, 64, 1, args)["status"] == "failed"
+    assert suite.run_ppo(task, 64, 1, args)["status"] == "failed"
+    assert [p.name for p in logs] == ["ppo-Catch-bsuite.log", "purejaxrl_ppo-Catch-bsuite.log"]
