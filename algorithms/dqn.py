@@ -61,6 +61,9 @@ class DQNConfig:
       target_update_period: SGD steps between target network copies.
       clip_rewards, max_abs_reward: optional per-step reward clipping.
       epsilon: exploration rate of every environment while training.
+      epsilon_decay_steps: env steps (over all environments) over which the training epsilon
+        falls linearly from 1 (uniform random actions) to `epsilon`; 0 = `epsilon` from the
+        start (Acme).
       evaluation_epsilon: epsilon of greedy evaluation.
       dueling: a dueling Q head.
       network: torso and widths (feed-forward: DQN has no core; use R2D2 for one).
@@ -84,6 +87,7 @@ class DQNConfig:
     clip_rewards: bool = False
     max_abs_reward: float = sweepable(1.0)
     epsilon: float = sweepable(0.05)
+    epsilon_decay_steps: int = 0
     evaluation_epsilon: float = sweepable(0.0)
     dueling: bool = False
     network: NetworkConfig = NetworkConfig(hidden_sizes=(64, 64))
@@ -134,6 +138,8 @@ class DQNConfig:
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"algo.{name}={getattr(self, name)} must be >= 1")
+        if self.epsilon_decay_steps < 0:
+            raise ValueError(f"algo.epsilon_decay_steps={self.epsilon_decay_steps} must be >= 0")
         for name in ("discount", "epsilon", "evaluation_epsilon"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"algo.{name}={getattr(self, name)} must lie in [0, 1]")
@@ -269,6 +275,7 @@ def make_dqn(cfg: DQNConfig, spec: EnvSpec, layout: Layout) -> Algorithm:
     batch = cfg.batch_size // layout.num_devices
     min_size = math.ceil(cfg.min_replay_size / layout.num_devices)
     sgd_steps = cfg.sgd_steps_per_update(layout)
+    decay = policies.EpsilonDecay(cfg.epsilon_decay_steps, layout.num_envs)
 
     def init(key: jax.Array) -> DQNState:
         params = network.init(key)
@@ -281,16 +288,19 @@ def make_dqn(cfg: DQNConfig, spec: EnvSpec, layout: Layout) -> Algorithm:
             sgd_steps=jnp.int32(0),
         )
 
-    def init_actor(key: jax.Array, num_envs: int) -> tuple:
-        del key, num_envs
-        return ()
+    def init_actor(key: jax.Array, num_envs: int) -> jax.Array:
+        # The actor state is each environment's step count for the epsilon decay (int32 [B]).
+        del key
+        return decay.initial_steps(num_envs)
 
-    def act(state: DQNState, actor: tuple, obs, first, keys, evaluate: bool = False):
+    def act(state: DQNState, steps: jax.Array, obs, first, keys, evaluate: bool = False):
         q, _ = network.apply(state.params, obs, (), first)
-        rate = cfg.evaluation_epsilon if evaluate else cfg.epsilon
-        epsilon = jnp.full(q.shape[:1], rate, jnp.float32)
+        if evaluate:
+            epsilon = jnp.full(q.shape[:1], cfg.evaluation_epsilon, jnp.float32)
+        else:
+            epsilon, steps = decay(jnp.full(q.shape[:1], cfg.epsilon, jnp.float32), steps)
         action = policies.epsilon_greedy(q, epsilon, keys, policies.action_mask(spec, obs))
-        return action, actor, {}
+        return action, steps, {}
 
     def sgd_step(state: DQNState, key: jax.Array):
         return learning.prioritised_q_step(

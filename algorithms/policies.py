@@ -10,6 +10,7 @@ all-True mask gives the same actions as `mask=None`.
   sample_categorical(logits, keys, mask)      a ~ softmax(logits) over legal actions
   greedy(values, mask)                        argmax over legal actions
   epsilon_greedy(q, epsilon, keys, mask)      uniform legal action w.p. epsilon, else greedy
+  EpsilonDecay                                epsilon from 1 down to the final one, per env
   random_actions(spec, keys, mask)            uniform legal (or in-bounds) random actions
   gaussian_policy(mean, log_std, ...)         the (tanh-)squashed diagonal Gaussian
 """
@@ -132,6 +133,31 @@ def epsilon_greedy(
     if mask is None:
         return jax.vmap(lambda q, e, k: one(q, e, k, None))(q, epsilon, keys).astype(jnp.int32)
     return jax.vmap(one)(q, epsilon, keys, mask).astype(jnp.int32)
+
+
+class EpsilonDecay:
+    """Epsilon falls linearly from 1 (uniform random actions) to each environment's final
+    epsilon over the first `decay_steps` env steps of training, counted over all environments.
+
+    Every environment counts its own training steps (`steps`, int32 [B], kept in the actor
+    state and capped once the decay is over, so it never overflows); all environments step
+    together, so `steps x num_envs` is the run's env step count. `decay_steps=0` leaves the
+    final epsilon from the first step on.
+    """
+
+    def __init__(self, decay_steps: int, num_envs: int):
+        # Steps of one environment over which the decay runs (0: no decay).
+        self.steps_per_env = -(-max(decay_steps, 0) // num_envs)
+
+    def initial_steps(self, num_envs: int) -> jax.Array:
+        return jnp.zeros((num_envs,), jnp.int32)
+
+    def __call__(self, epsilon: jax.Array, steps: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """(this step's epsilon [B], the next steps [B]) for final epsilons and step counts [B]."""
+        if self.steps_per_env == 0:
+            return epsilon, steps
+        left = 1.0 - steps.astype(jnp.float32) / self.steps_per_env
+        return epsilon + (1.0 - epsilon) * left, jnp.minimum(steps + 1, self.steps_per_env)
 
 
 def random_actions(spec: EnvSpec, keys: jax.Array, mask: jax.Array | None = None) -> jax.Array:

@@ -70,6 +70,9 @@ class R2D2Config:
         of ACME_EPSILONS, 256 log-spaced values in [0.001, 0.1], and keeps it for the episode
         (Acme's R2D2 actor). The `default` and `tiny` presets use "ape_x", `acme` uses "acme".
       epsilon_base, epsilon_alpha: Ape-X's epsilons (unused by "acme" exploration).
+      epsilon_decay_steps: env steps (over all environments) over which every environment's
+        training epsilon falls linearly from 1 (uniform random actions) to the one
+        `exploration` gives it; 0 = that epsilon from the start (Acme, Ape-X).
       evaluation_epsilon: epsilon of greedy evaluation.
       dueling: a dueling Q head.
       network: torso, LSTM and widths.
@@ -98,6 +101,7 @@ class R2D2Config:
     exploration: Literal["ape_x", "acme"] = "ape_x"
     epsilon_base: float = sweepable(0.4)
     epsilon_alpha: float = sweepable(7.0)
+    epsilon_decay_steps: int = 0
     evaluation_epsilon: float = sweepable(0.0)
     dueling: bool = False
     network: NetworkConfig = NetworkConfig(hidden_sizes=(128,), lstm_size=128)
@@ -146,8 +150,9 @@ class R2D2Config:
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"algo.{name}={getattr(self, name)} must be >= 1")
-        if self.burn_in_length < 0:
-            raise ValueError(f"algo.burn_in_length={self.burn_in_length} must be >= 0")
+        for name in ("burn_in_length", "epsilon_decay_steps"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"algo.{name}={getattr(self, name)} must be >= 0")
         if not 0.0 <= self.discount <= 1.0:
             raise ValueError(f"algo.discount={self.discount} must lie in [0, 1]")
         if self.samples_per_insert <= 0:
@@ -194,6 +199,7 @@ ACME_EPSILONS = np.logspace(-3, -1, 256)
 class R2D2Actor(struct.PyTreeNode):
     core: object  # leaves [B, H]
     epsilon: jax.Array  # float32 [B]: fixed per environment (ape_x) or per episode (acme)
+    steps: jax.Array  # int32 [B]: training steps acted, capped at the epsilon decay's end
 
 
 def ape_x_epsilons(num_envs: int, base: float, alpha: float) -> jax.Array:
@@ -311,6 +317,7 @@ def make_r2d2(cfg: R2D2Config, spec: EnvSpec, layout: Layout) -> Algorithm:
     batch = cfg.batch_size // layout.num_devices
     min_size = math.ceil(cfg.min_replay_size / layout.num_devices)
     sgd_steps = cfg.sgd_steps_per_update(layout)
+    decay = policies.EpsilonDecay(cfg.epsilon_decay_steps, layout.num_envs)
 
     def init(key: jax.Array) -> R2D2State:
         params = network.init(key)
@@ -330,7 +337,11 @@ def make_r2d2(cfg: R2D2Config, spec: EnvSpec, layout: Layout) -> Algorithm:
             epsilon = draw_epsilons(jax.random.split(key, num_envs))
         else:
             epsilon = ape_x_epsilons(num_envs, cfg.epsilon_base, cfg.epsilon_alpha)
-        return R2D2Actor(core=network.initial_state(num_envs), epsilon=epsilon)
+        return R2D2Actor(
+            core=network.initial_state(num_envs),
+            epsilon=epsilon,
+            steps=decay.initial_steps(num_envs),
+        )
 
     def act(state: R2D2State, actor: R2D2Actor, obs, first, keys, evaluate: bool = False):
         if cfg.exploration == "acme":
@@ -340,11 +351,12 @@ def make_r2d2(cfg: R2D2Config, spec: EnvSpec, layout: Layout) -> Algorithm:
                 epsilon=jnp.where(first, draw_epsilons(epsilon_keys), actor.epsilon)
             )
         q, core = network.apply(state.params, obs, actor.core, first)
-        epsilon = (
-            jnp.full_like(actor.epsilon, cfg.evaluation_epsilon) if evaluate else actor.epsilon
-        )
+        if evaluate:
+            epsilon, steps = jnp.full_like(actor.epsilon, cfg.evaluation_epsilon), actor.steps
+        else:
+            epsilon, steps = decay(actor.epsilon, actor.steps)
         action = policies.epsilon_greedy(q, epsilon, keys, policies.action_mask(spec, obs))
-        return action, actor.replace(core=core), {"core": actor.core}
+        return action, actor.replace(core=core, steps=steps), {"core": actor.core}
 
     def sgd_step(state: R2D2State, key: jax.Array):
         return learning.prioritised_q_step(

@@ -11,7 +11,7 @@ import rlax
 import toy_envs  # noqa: F401  (registers test-Masked)
 
 import envs
-from algorithms.dqn import PRESETS, DQNConfig, dqn_loss, n_step_transition
+from algorithms.dqn import PRESETS, DQNConfig, dqn_loss, make_dqn, n_step_transition
 from algorithms.networks import Network, NetworkConfig
 from anakin import devices as dev
 from anakin import runner
@@ -281,6 +281,7 @@ PENDULUM_SPEC = envs.EnvSpec.of_array("Pendulum-v1", (3,), np.float32, None, (1,
     [
         (dict(n_step=0), CARTPOLE_SPEC, "algo.n_step=0 must be >= 1"),
         (dict(epsilon=1.5), CARTPOLE_SPEC, "algo.epsilon=1.5 must lie in [0, 1]"),
+        (dict(epsilon_decay_steps=-5), CARTPOLE_SPEC, "algo.epsilon_decay_steps=-5 must be >= 0"),
         (dict(huber_loss_parameter=0.0), CARTPOLE_SPEC, "algo.huber_loss_parameter=0.0"),
         (dict(batch_size=6), CARTPOLE_SPEC, "algo.batch_size=6 does not divide over 4 devices"),
         (dict(replay_capacity=100), CARTPOLE_SPEC, "algo.replay_capacity=100 sequences do not"),
@@ -307,6 +308,27 @@ def test_configs_that_cannot_work_are_refused(changes, spec, message):
         dataclasses.replace(cfg, **changes).validate(Layout(8, 4, 8), spec)
     assert message in str(e.value)
     assert "\n" not in str(e.value)
+
+
+def test_epsilon_decay_counts_training_steps_only():
+    num_envs = 256
+    cfg = dataclasses.replace(PRESETS["tiny"][0], epsilon_decay_steps=2 * num_envs)
+    algo = make_dqn(cfg, CARTPOLE_SPEC, Layout(num_envs, 1, 4))
+    state = algo.init(jax.random.PRNGKey(0))
+    act = jax.jit(algo.act, static_argnames="evaluate")
+    obs, first = jnp.zeros((num_envs, 4)), jnp.zeros(num_envs, bool)
+    keys = jax.random.split(jax.random.PRNGKey(2), num_envs)
+    steps = algo.init_actor(jax.random.PRNGKey(1), num_envs)
+    greedy, same, _ = act(state, steps, obs, first, keys, evaluate=True)
+    np.testing.assert_array_equal(same, 0)
+    shares = []
+    for t in range(3):
+        action, steps, _ = act(
+            state, steps, obs, first, jax.random.split(jax.random.PRNGKey(t), 256)
+        )
+        shares.append(float(np.mean(np.asarray(action) == np.asarray(greedy))))
+    assert abs(shares[0] - 0.5) < 0.1 and shares[2] > 0.9  # epsilon 1, then 0.05
+    np.testing.assert_array_equal(steps, 2)
 
 
 def test_presets_are_valid():

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from algorithms.policies import (
+    EpsilonDecay,
     action_mask,
     epsilon_greedy,
     gaussian_policy,
@@ -134,6 +135,27 @@ def test_epsilon_greedy_masked():
     fixed = jnp.broadcast_to(jnp.array([False, True, False, False, True, False]), (n, 6))
     picks = np.asarray(epsilon_greedy(jnp.zeros((n, 6)), jnp.ones(n), _keys(n, 7), fixed))
     assert set(np.unique(picks)) == {1, 4} and abs(np.mean(picks == 1) - 0.5) < 0.02
+
+
+def test_epsilon_decay_hand_made():
+    # 10 env steps over 4 environments: each environment decays over ceil(10 / 4) = 3 steps.
+    decay = EpsilonDecay(10, num_envs=4)
+    final = jnp.array([0.1, 0.5, 0.0, 1.0])
+    steps = decay.initial_steps(4)
+    assert steps.dtype == jnp.int32 and steps.shape == (4,)
+    seen = []
+    for _ in range(5):
+        epsilon, steps = decay(final, steps)
+        seen.append((np.asarray(epsilon), np.asarray(steps)))
+    f = np.array([0.1, 0.5, 0.0, 1.0])
+    for t, want in enumerate([1.0, 2 / 3, 1 / 3, 0.0, 0.0]):
+        np.testing.assert_allclose(seen[t][0], f + (1 - f) * want, rtol=1e-6)
+    # The count stops at the decay's end (no overflow however long the run).
+    assert [int(s[1][0]) for s in seen] == [1, 2, 3, 3, 3]
+    # No decay: the final epsilon from the first step, the count untouched.
+    epsilon, steps = EpsilonDecay(0, 4)(final, jnp.zeros(4, jnp.int32))
+    np.testing.assert_array_equal(epsilon, final)
+    np.testing.assert_array_equal(steps, 0)
 
 
 @pytest.mark.parametrize("name", ["CartPole-v1", "Asterix-MinAtar"])

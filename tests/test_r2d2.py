@@ -239,6 +239,7 @@ def arch(**kw):
             {},
             "algo.insert_priority='mean' must be one of 'max', 'fixed'",
         ),
+        (dict(epsilon_decay_steps=-1), {}, "algo.epsilon_decay_steps=-1 must be >= 0"),
     ],
 )
 def test_configs_that_cannot_work_are_refused(changes, arch_changes, message):
@@ -258,6 +259,37 @@ def test_configs_that_cannot_work_are_refused(changes, arch_changes, message):
         cfg.validate(Layout(a.num_envs, 4, a.rollout_length), CARTPOLE_SPEC)
     assert message in str(e.value)
     assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("exploration", ["ape_x", "acme"])
+def test_epsilon_decay_starts_uniform_and_ends_at_the_exploration_epsilon(exploration):
+    # 256 environments, 512 env steps of decay: two steps each, from epsilon 1 to the final one.
+    num_envs = 256
+    cfg = dataclasses.replace(PRESETS["tiny"][0], exploration=exploration, epsilon_decay_steps=512)
+    algo = make_r2d2(cfg, CARTPOLE_SPEC, Layout(num_envs, 1, 4))
+    state = algo.init(jax.random.PRNGKey(0))
+    act = jax.jit(algo.act, static_argnames="evaluate")
+    obs = jnp.zeros((num_envs, 4))  # one observation: the greedy action is the same everywhere
+    greedy, _, _ = act(
+        state,
+        algo.init_actor(jax.random.PRNGKey(1), num_envs),
+        obs,
+        jnp.ones(num_envs, bool),
+        jax.random.split(jax.random.PRNGKey(2), num_envs),
+        evaluate=True,
+    )
+    actor = algo.init_actor(jax.random.PRNGKey(1), num_envs)
+    share_greedy = []
+    for t in range(4):
+        keys = jax.random.split(jax.random.PRNGKey(10 + t), num_envs)
+        action, actor, _ = act(state, actor, obs, jnp.full(num_envs, t == 0), keys)
+        share_greedy.append(float(np.mean(np.asarray(action) == np.asarray(greedy))))
+    assert abs(share_greedy[0] - 0.5) < 0.1  # epsilon 1: uniform over CartPole's 2 actions
+    assert min(share_greedy[2:]) > 0.9  # decayed: Ape-X's or Acme's epsilons, mostly greedy
+    np.testing.assert_array_equal(actor.steps, 2)
+    # Evaluation neither explores nor counts.
+    _, after, _ = act(state, actor, obs, jnp.zeros(num_envs, bool), keys, evaluate=True)
+    np.testing.assert_array_equal(after.steps, actor.steps)
 
 
 def test_acme_exploration_draws_one_epsilon_per_episode_from_the_grid():
