@@ -12,12 +12,12 @@ from anakin import _xla  # noqa: F401  (XLA flags before JAX starts)
 from anakin.types import AlgorithmEntry
 
 REGISTRY: dict[str, str] = {
-    "impala": "algorithms.impala",
-    "r2d2": "algorithms.r2d2",
-    "dqn": "algorithms.dqn",
-    "sac": "algorithms.sac",
-    "bc": "algorithms.bc",
-    "ppo": "algorithms.ppo",
+    "impala": "anakin.algorithms.impala",
+    "r2d2": "anakin.algorithms.r2d2",
+    "dqn": "anakin.algorithms.dqn",
+    "sac": "anakin.algorithms.sac",
+    "bc": "anakin.algorithms.bc",
+    "ppo": "anakin.algorithms.ppo",
 }
 
 

@@ -25,13 +25,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from anakin.algorithms import learning, policies
+from anakin.algorithms.networks import CategoricalHead, GaussianHead, NetworkConfig, make_network
+from anakin.algorithms.policies import gaussian_policy
+from anakin.envs import EnvSpec
 
-from algorithms import learning, policies
-from algorithms.networks import CategoricalHead, GaussianHead, NetworkConfig, make_network
-from algorithms.policies import gaussian_policy
 from anakin.config import ArchConfig, sweepable
 from anakin.types import Algorithm, AlgorithmEntry, Layout, Metrics, Params
-from envs import EnvSpec
 
 LOSSES = ("logp", "mse", "peerbc", "rcal")
 BASE_LOSSES = ("logp", "mse")

@@ -18,9 +18,8 @@ import jax
 import jax.numpy as jnp
 import optax
 import rlax
-
-from algorithms import learning, policies
-from algorithms.networks import (
+from anakin.algorithms import learning, policies
+from anakin.algorithms.networks import (
     CategoricalHead,
     Network,
     NetworkConfig,
@@ -28,9 +27,10 @@ from algorithms.networks import (
     make_actor_critic,
     make_network,
 )
+from anakin.envs import EnvSpec
+
 from anakin.config import ArchConfig, sweepable
 from anakin.types import Algorithm, AlgorithmEntry, Layout, Metrics, Params, Transition
-from envs import EnvSpec
 
 
 @dataclasses.dataclass(frozen=True)

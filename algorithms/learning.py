@@ -15,10 +15,10 @@ from typing import Any, NamedTuple, TypeVar
 import jax
 import jax.numpy as jnp
 import optax
+from anakin.algorithms import replay as replay_lib
+from anakin.envs import EnvSpec
 
-from algorithms import replay as replay_lib
 from anakin import devices
-from envs import EnvSpec
 
 S = TypeVar("S")
 

@@ -24,8 +24,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
-
-from envs import EnvSpec
+from anakin.envs import EnvSpec
 
 Params = Any
 Core = Any  # () for feed-forward networks, LSTM (c, h) for recurrent ones; leaves [B, H]

@@ -23,8 +23,7 @@ import distrax
 import jax
 import jax.numpy as jnp
 import numpy as np
-
-from envs import EnvSpec
+from anakin.envs import EnvSpec
 
 
 def action_mask(spec: EnvSpec, obs: Any) -> jax.Array | None:

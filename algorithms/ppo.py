@@ -51,9 +51,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import rlax
-
-from algorithms import learning, policies
-from algorithms.networks import (
+from anakin.algorithms import learning, policies
+from anakin.algorithms.networks import (
     CategoricalHead,
     GaussianHead,
     Network,
@@ -62,10 +61,11 @@ from algorithms.networks import (
     make_actor_critic,
     make_network,
 )
+from anakin.envs import EnvSpec
+
 from anakin import devices
 from anakin.config import ArchConfig, sweepable
 from anakin.types import Algorithm, AlgorithmEntry, Layout, Metrics, Params, Transition
-from envs import EnvSpec
 
 
 @dataclasses.dataclass(frozen=True)

@@ -27,13 +27,13 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import rlax
+from anakin.algorithms import learning, policies
+from anakin.algorithms import replay as replay_lib
+from anakin.algorithms.networks import Network, NetworkConfig, QHead, make_network
+from anakin.envs import EnvSpec
 
-from algorithms import learning, policies
-from algorithms import replay as replay_lib
-from algorithms.networks import Network, NetworkConfig, QHead, make_network
 from anakin.config import ArchConfig, sweepable
 from anakin.types import Algorithm, AlgorithmEntry, Layout, Metrics, Params, Transition
-from envs import EnvSpec
 
 
 @dataclasses.dataclass(frozen=True)

@@ -33,10 +33,10 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+from anakin.envs import EnvSpec
 from flax import struct
 
 from anakin.types import Layout, Transition
-from envs import EnvSpec
 
 MIN_PRIORITY = 1e-6  # valid slots never drop to 0, which marks "not sampleable"
 FIXED_PRIORITY = 1.0  # Acme's: its adders insert every item at priority 1.0

@@ -52,13 +52,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from anakin.algorithms import learning, policies
+from anakin.algorithms import replay as replay_lib
+from anakin.algorithms.networks import GaussianHead, NetworkConfig, make_critic, make_network
+from anakin.envs import EnvSpec
 
-from algorithms import learning, policies
-from algorithms import replay as replay_lib
-from algorithms.networks import GaussianHead, NetworkConfig, make_critic, make_network
 from anakin.config import ArchConfig, sweepable
 from anakin.types import Algorithm, AlgorithmEntry, Layout, Metrics, Params, Transition
-from envs import EnvSpec
 
 NUM_CRITICS = 2
 

@@ -145,7 +145,7 @@ def make_config(
       overrides, **kwargs: dotted setting names and values, e.g. `{"algo.learning_rate": 1e-3,
         "num_seeds": 3, "env.kwargs": {"max_steps_in_episode": 200}}`.
     """
-    import algorithms
+    from anakin import algorithms
     from anakin.config import TrainConfig
 
     entry = algorithms.get(algo)
@@ -191,8 +191,7 @@ def train(
       anakin.runner.TrainingDiverged: the loss or parameters became non-finite.
     """
     _xla.prepare_host()
-    import algorithms
-    from anakin import runner
+    from anakin import algorithms, runner
 
     algorithms.get(algo)  # a clear error for an unknown name first
     saved = None

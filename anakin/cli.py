@@ -17,7 +17,7 @@ from anakin import _xla
 
 
 def _algo_help() -> str:
-    import algorithms
+    from anakin import algorithms
 
     lines = []
     for name in algorithms.REGISTRY:
@@ -59,8 +59,7 @@ def _env_aliases(args: list[str]) -> list[str]:
 
 
 def _train(argv: list[str]) -> int:
-    import algorithms
-    from anakin import logger, runner
+    from anakin import algorithms, logger, runner
     from anakin.checkpoint import CheckpointError
 
     parser = argparse.ArgumentParser(prog="anakin train", add_help=False)
@@ -164,7 +163,7 @@ def train_config(algo: str, argv: list[str]):
     """The `TrainConfig` that `anakin train ALGO ARGV...` (without --resume) would run, for
     tools that must know it without training (scripts/suite.py --reuse). Raises ValueError for
     an unknown algorithm or preset."""
-    import algorithms
+    from anakin import algorithms
 
     entry = algorithms.get(algo)
     parser = argparse.ArgumentParser(add_help=False)
@@ -298,7 +297,7 @@ algorithms:
 
 def _envs(argv: list[str]) -> int:
     """`anakin envs [SUITE ...]`: each suite's names, or how to install it."""
-    from envs import registry
+    from anakin.envs import registry
 
     chosen = argv or list(registry.SUITES)
     unknown = [a for a in chosen if a not in registry.SUITES]

@@ -79,7 +79,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 if TYPE_CHECKING:  # only the type: reading a dataset needs numpy alone
-    from envs import EnvSpec
+    from anakin.envs import EnvSpec
 
 FORMAT = "anakin-dataset"
 VERSIONS = (1, 2)  # 1: one observation array; 2: an observation tree, one array per leaf

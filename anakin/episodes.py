@@ -14,10 +14,10 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-import envs
-from algorithms import policies
 from anakin import devices as dev
+from anakin import envs
 from anakin import runs as runs_lib
+from anakin.algorithms import policies
 from anakin.loop import env_step, split_env_keys
 from anakin.types import Algorithm, Transition
 

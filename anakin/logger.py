@@ -115,7 +115,7 @@ class TensorBoardWriter:
             from tensorboardX import SummaryWriter
         except ImportError:
             raise ValueError(
-                "tensorboard=True needs tensorboardX: pip install 'anakin[tensorboard]'"
+                'tensorboard=True needs tensorboardX: pip install -e ".[tensorboard]"'
             ) from None
         self._w = SummaryWriter(str(path))
 

@@ -14,12 +14,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import algorithms
-import envs
+from anakin import algorithms, envs, logger, loop, offline, video
 from anakin import dataset as dataset_lib
 from anakin import devices as dev
 from anakin import episodes as episodes_lib
-from anakin import logger, loop, offline, video
 from anakin import runs as runs_lib
 from anakin.checkpoint import Checkpointer
 from anakin.config import MAX_SEED, EvalConfig, TrainConfig, train_config_from_dict

@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-import algorithms
+from anakin import algorithms
 from anakin.config import TrainConfig, differences, is_resumable, train_config_from_dict
 
 

@@ -20,9 +20,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import algorithms
+from anakin import algorithms, logger, video
 from anakin import devices as dev
-from anakin import logger, video
 from anakin import policy as policy_lib
 from anakin.checkpoint import Checkpointer
 from anakin.config import TrainConfig, to_dict

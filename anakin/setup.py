@@ -12,16 +12,14 @@ from typing import Any, NamedTuple
 
 import jax
 
-import algorithms
 import anakin
-import envs
-from algorithms import learning
-from algorithms.networks import num_params
+from anakin import algorithms, envs, logger, loop, offline
 from anakin import dataset as dataset_lib
 from anakin import devices as dev
 from anakin import episodes as episodes_lib
-from anakin import logger, loop, offline
 from anakin import runs as runs_lib
+from anakin.algorithms import learning
+from anakin.algorithms.networks import num_params
 from anakin.config import TrainConfig, expand_runs, to_dict
 from anakin.types import Algorithm, AlgorithmEntry, Layout
 

@@ -5,11 +5,10 @@ looked up by name prefix and imported lazily), `wrappers` (auto-reset, episode s
 observation wrappers), and one adapter module per suite (`gymnax_suite`).
 """
 
-from anakin import _xla  # noqa: F401  (XLA flags: gymnax starts JAX's backend on import)
-from envs import _lazy  # noqa: F401  (before gymnax: defers its plotting imports)
-from envs.core import Adapter, Environment, EnvSpec
-from envs.registry import check_name, make, names, register, spec
-from envs.wrappers import (
+from anakin.envs import _lazy  # noqa: F401  (before gymnax: defers its plotting imports)
+from anakin.envs.core import Adapter, Environment, EnvSpec
+from anakin.envs.registry import check_name, make, names, register, spec
+from anakin.envs.wrappers import (
     AutoReset,
     EpisodeStatistics,
     FlattenObservation,
@@ -18,6 +17,8 @@ from envs.wrappers import (
     PooledAutoReset,
     Wrapper,
 )
+
+from anakin import _xla  # noqa: F401  (XLA flags: gymnax starts JAX's backend on import)
 
 __all__ = [
     "Adapter",

@@ -39,7 +39,7 @@ from flax import struct
 with contextlib.redirect_stdout(io.StringIO()):
     from brax import envs as brax_envs
 
-from envs.core import EnvSpec, Step, build
+from anakin.envs.core import EnvSpec, Step, build
 
 DEFAULT_BACKEND = "generalized"
 BACKENDS = ("positional", "generalized", "spring", "mjx")

@@ -30,9 +30,8 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+from anakin.envs.core import EnvSpec, Step, build
 from craftax.craftax_env import make_craftax_env_from_name
-
-from envs.core import EnvSpec, Step, build
 
 # Ids with their observation kind; all share craftax's action set of their game.
 _IDS = (

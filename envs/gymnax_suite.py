@@ -19,9 +19,8 @@ import gymnax
 import jax
 import jax.numpy as jnp
 import numpy as np
+from anakin.envs.core import EnvSpec, Step, build
 from gymnax.environments import spaces
-
-from envs.core import EnvSpec, Step, build
 
 # gymnax ports whose time limit is the end of the task in the original environment, where the
 # port only marks it as a time limit (`is_truncated`): the adapter reports it as termination, so

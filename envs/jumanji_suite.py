@@ -53,11 +53,10 @@ import jax
 import jax.numpy as jnp
 import jumanji
 import numpy as np
+from anakin.envs.core import EnvSpec, Step, build
 from flax import struct
 from jumanji import specs
 from jumanji.environments.routing.maze.generator import RandomGenerator as MazeGenerator
-
-from envs.core import EnvSpec, Step, build
 
 # Single-agent environments with discrete actions (flattened where they are MultiDiscrete).
 SUPPORTED = (

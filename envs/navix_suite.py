@@ -46,11 +46,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import navix
+from anakin.envs.core import EnvSpec, Step, build
 from flax import struct
 from navix import observations
 from navix.rendering.cache import RenderingCache
-
-from envs.core import EnvSpec, Step, build
 
 # observation name -> (navix's observation function, one-hot encode and flatten?)
 OBSERVATIONS = {

@@ -37,9 +37,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import pgx
+from anakin.envs.core import EnvSpec, Step, build
 from flax import struct
-
-from envs.core import EnvSpec, Step, build
 
 # MinAtar id -> (module, class): built directly so that constructor keywords reach them.
 _MINATAR = {

@@ -20,9 +20,8 @@ from types import ModuleType
 from typing import Any, NamedTuple
 
 import numpy as np
-
-from envs.core import Adapter, Environment, EnvSpec, build
-from envs.wrappers import (
+from anakin.envs.core import Adapter, Environment, EnvSpec, build
+from anakin.envs.wrappers import (
     AutoReset,
     EpisodeStatistics,
     FlattenObservation,
@@ -38,13 +37,13 @@ class Suite(NamedTuple):
 
 # Each suite but gymnax is an optional extra of the same name in pyproject.toml.
 SUITES: dict[str, Suite] = {
-    "gymnax": Suite("envs.gymnax_suite", "gymnax"),
-    "craftax": Suite("envs.craftax_suite", "craftax"),
-    "xminigrid": Suite("envs.xminigrid_suite", "xminigrid"),
-    "navix": Suite("envs.navix_suite", "navix"),
-    "jumanji": Suite("envs.jumanji_suite", "jumanji"),
-    "pgx": Suite("envs.pgx_suite", "pgx"),
-    "brax": Suite("envs.brax_suite", "brax"),
+    "gymnax": Suite("anakin.envs.gymnax_suite", "gymnax"),
+    "craftax": Suite("anakin.envs.craftax_suite", "craftax"),
+    "xminigrid": Suite("anakin.envs.xminigrid_suite", "xminigrid"),
+    "navix": Suite("anakin.envs.navix_suite", "navix"),
+    "jumanji": Suite("anakin.envs.jumanji_suite", "jumanji"),
+    "pgx": Suite("anakin.envs.pgx_suite", "pgx"),
+    "brax": Suite("anakin.envs.brax_suite", "brax"),
 }
 DEFAULT_SUITE = "gymnax"  # the suite of names without a prefix
 

@@ -22,9 +22,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from anakin.envs.core import EnvSpec, Step
 from flax import struct
-
-from envs.core import EnvSpec, Step
 
 
 class Wrapper:

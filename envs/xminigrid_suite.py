@@ -43,11 +43,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import xminigrid
+from anakin.envs.core import EnvSpec, Step, build
 from xminigrid.benchmarks import Benchmark, load_benchmark_from_path
 from xminigrid.core.constants import NUM_COLORS, NUM_TILES
 from xminigrid.types import StepType
-
-from envs.core import EnvSpec, Step, build
 
 OBSERVATIONS = ("onehot", "symbolic")
 

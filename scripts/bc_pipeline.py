@@ -21,7 +21,8 @@ from pathlib import Path
 import anakin  # noqa: F401  (sets XLA flags before JAX's backend starts)
 
 # isort: split
-from algorithms import bc, impala
+from anakin.algorithms import bc, impala
+
 from anakin import runner
 from anakin.config import EvalConfig, TrainConfig
 

@@ -68,11 +68,11 @@ def synthetic_dataset(env_name: str, steps: int, path: Path) -> Path:
     """Random-action episodes of `env_name` in the dataset format (for BC's speed only)."""
     import jax
     import numpy as np
+    from anakin.algorithms import policies
 
-    import envs
-    from algorithms import policies
     from anakin import dataset as dataset_lib
     from anakin import devices as dev
+    from anakin import envs
     from anakin import episodes as episodes_lib
     from anakin.types import Algorithm
 
@@ -108,7 +108,8 @@ def synthetic_dataset(env_name: str, steps: int, path: Path) -> Path:
 def make_config(
     algo: str, env: str, num_envs: int, steps_per_call: int, dataset: str, devices: int = 0
 ):
-    from algorithms import bc, dqn, impala, ppo, r2d2, sac
+    from anakin.algorithms import bc, dqn, impala, ppo, r2d2, sac
+
     from anakin.config import CheckpointConfig, EvalConfig, TrainConfig
 
     module = {"impala": impala, "r2d2": r2d2, "bc": bc, "ppo": ppo, "dqn": dqn, "sac": sac}[algo]
@@ -274,10 +275,10 @@ def measure_replay(spec: dict) -> dict:
     import flashbax as fbx
     import jax
     import jax.numpy as jnp
+    from anakin.algorithms import r2d2
+    from anakin.algorithms import replay as rp
 
-    import envs
-    from algorithms import r2d2
-    from algorithms import replay as rp
+    from anakin import envs
     from anakin.types import Layout, Transition
 
     cfg, arch = r2d2.PRESETS["default"]

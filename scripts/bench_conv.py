@@ -36,8 +36,7 @@ import anakin  # noqa: F401  (sets XLA flags, so it must come before anything im
 # isort: split
 import jax
 import jax.numpy as jnp
-
-from algorithms.networks import ConvTorso
+from anakin.algorithms.networks import ConvTorso
 
 IMPLS = ("xla", "matmul")
 

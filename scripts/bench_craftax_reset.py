@@ -26,10 +26,10 @@ import time
 
 import jax
 import jax.numpy as jnp
+from anakin.algorithms import policies
+from anakin.envs.wrappers import AutoReset, EpisodeStatistics, PooledAutoReset
 
-import envs
-from algorithms import policies
-from envs.wrappers import AutoReset, EpisodeStatistics, PooledAutoReset
+from anakin import envs
 
 
 def below_autoreset(env):

@@ -20,9 +20,9 @@ import time
 
 import jax
 import jax.numpy as jnp
+from anakin.algorithms import policies
 
-import envs
-from algorithms import policies
+from anakin import envs
 
 
 def parse_kwargs(pairs: list[str]) -> dict:

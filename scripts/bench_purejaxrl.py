@@ -84,13 +84,12 @@ import gymnax
 import jax
 import jax.numpy as jnp
 import numpy as np
+from anakin.algorithms.impala import ImpalaConfig
+from anakin.algorithms.networks import NetworkConfig
+from anakin.algorithms.ppo import PPOConfig
 
-import algorithms
-from algorithms.impala import ImpalaConfig
-from algorithms.networks import NetworkConfig
-from algorithms.ppo import PPOConfig
+from anakin import algorithms, runner
 from anakin import devices as dev
-from anakin import runner
 from anakin.config import ArchConfig, TrainConfig
 
 ROLLOUT = 128  # PureJaxRL's CartPole NUM_STEPS

@@ -116,9 +116,9 @@ import anakin  # noqa: F401  (sets XLA flags, so it must come before anything im
 # isort: split
 import jax
 import numpy as np
+from anakin.algorithms.networks import NetworkConfig
+from anakin.algorithms.r2d2 import R2D2Config
 
-from algorithms.networks import NetworkConfig
-from algorithms.r2d2 import R2D2Config
 from anakin import runner
 from anakin.config import ArchConfig, CheckpointConfig, EvalConfig, TrainConfig
 

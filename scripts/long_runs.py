@@ -18,9 +18,9 @@ import anakin  # noqa: F401  (sets XLA flags before JAX's backend starts)
 
 # isort: split
 import jax
+from anakin.algorithms.impala import PRESETS as IMPALA
+from anakin.algorithms.r2d2 import PRESETS as R2D2
 
-from algorithms.impala import PRESETS as IMPALA
-from algorithms.r2d2 import PRESETS as R2D2
 from anakin import runner
 from anakin.config import EnvConfig, TrainConfig
 

@@ -378,7 +378,7 @@ def random_policy(spec):
 
 def measure_random(task: Task, episodes: int, max_steps: int, seed: int = 0) -> dict[str, Any]:
     """Builds the task with `envs.make` and measures the random policy's mean return."""
-    import envs  # noqa: I001  (sets anakin's XLA flags before JAX starts)
+    from anakin import envs  # noqa: I001  (sets anakin's XLA flags before JAX starts)
     import jax
 
     env, env_params = envs.make(task.env, **task.kwargs)
@@ -625,7 +625,7 @@ def ppo_worker(argv: list[str]) -> int:
     import jax.numpy as jnp
     from gymnax.environments import spaces
 
-    import envs
+    from anakin import envs
 
     task = parse_task(a.task)
     ppo = bench.load_ppo(a.purejaxrl)
@@ -1209,8 +1209,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def check_args(args: argparse.Namespace) -> None:
     """Validates and completes the parsed arguments; ValueError names the bad one."""
-    import algorithms
-    import envs
+    from anakin import algorithms, envs
 
     for algo in args.algos:
         if algo not in algorithms.REGISTRY:

@@ -4,9 +4,9 @@ and checks the contract (envs.core) at every step."""
 
 import jax
 import numpy as np
+from anakin.envs.wrappers import AutoReset, Wrapper
 
-import envs
-from envs.wrappers import AutoReset, Wrapper
+from anakin import envs
 
 
 def shapes(tree):

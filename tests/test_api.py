@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_settings_by_dotted_name_equal_the_cli_flags():
     import tyro
 
-    import algorithms
+    from anakin import algorithms
     from anakin.config import TrainConfig
 
     ours = anakin.make_config(

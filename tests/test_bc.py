@@ -8,9 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
-import envs
-from algorithms.bc import (
+from anakin.algorithms.bc import (
     PRESETS,
     BCConfig,
     bc_loss,
@@ -23,11 +21,12 @@ from algorithms.bc import (
     rcal_loss,
     rcal_regulariser,
 )
-from algorithms.networks import NetworkConfig
-from anakin import dataset
+from anakin.algorithms.networks import NetworkConfig
+from anakin.envs import EnvSpec
+
+from anakin import dataset, envs
 from anakin import devices as dev
 from anakin.types import Layout, Transition
-from envs import EnvSpec
 
 NUM_DEVICES = 4
 LN3 = float(np.log(3.0))

@@ -16,13 +16,15 @@ import pytest
 
 pytest.importorskip("brax")
 
+from anakin.algorithms import ppo  # noqa: E402
+from anakin.envs import registry  # noqa: E402
 from contract import adapter_of  # noqa: E402
 
-import envs  # noqa: E402
-from algorithms import ppo  # noqa: E402
-from anakin import runner  # noqa: E402
+from anakin import (
+    envs,  # noqa: E402
+    runner,  # noqa: E402
+)
 from anakin.config import EvalConfig, TrainConfig  # noqa: E402
-from envs import registry  # noqa: E402
 
 pytestmark = pytest.mark.timeout(400)
 

@@ -14,8 +14,8 @@ import jax
 import numpy as np
 import pytest
 import toy_envs  # noqa: F401  (registers test-NaNAfter, test-Endless)
+from anakin.algorithms import bc, impala, r2d2
 
-from algorithms import bc, impala, r2d2
 from anakin import checkpoint, runner
 from anakin import dataset as dataset_lib
 from anakin.checkpoint import Checkpointer, CheckpointError

@@ -203,7 +203,7 @@ def test_bc_and_collect_errors(args, message, capsys):
 def test_env_flags_keep_their_short_spellings_and_integer_kwargs():
     import tyro
 
-    import algorithms
+    from anakin import algorithms
     from anakin.config import TrainConfig
 
     args = cli._env_aliases(["--env", "Catch-bsuite", "--env-kwargs", "rows", "12", "--env-hide=1"])
@@ -218,7 +218,7 @@ def test_env_flags_keep_their_short_spellings_and_integer_kwargs():
 
 
 def test_envs_lists_each_suite_or_how_to_install_it(capsys, monkeypatch):
-    from envs import registry
+    from anakin.envs import registry
 
     monkeypatch.setattr(registry, "installed", lambda prefix: prefix == "gymnax")
     assert cli.main(["envs"]) == 0

@@ -4,8 +4,8 @@ import dataclasses
 
 import jax
 import jax.monitoring
+from anakin.algorithms import r2d2
 
-from algorithms import r2d2
 from anakin import runner
 from anakin.config import EvalConfig, TrainConfig
 

@@ -10,9 +10,8 @@ import jax
 import numpy as np
 import pytest
 
-import algorithms
+from anakin import algorithms, runner
 from anakin import devices as dev
-from anakin import runner
 from anakin.config import EvalConfig, TrainConfig
 
 # Keys that the loop and runner write into each record themselves.

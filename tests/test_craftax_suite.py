@@ -17,12 +17,15 @@ import pytest
 
 pytest.importorskip("craftax")
 
-import algorithms  # noqa: E402
-import envs  # noqa: E402
-from anakin import runner  # noqa: E402
+from anakin.envs import craftax_suite  # noqa: E402
+from anakin.envs.wrappers import EpisodeStatistics, PooledAutoReset  # noqa: E402
+
+from anakin import (
+    algorithms,  # noqa: E402
+    envs,  # noqa: E402
+    runner,  # noqa: E402
+)
 from anakin.config import CheckpointConfig, EnvConfig, EvalConfig, TrainConfig  # noqa: E402
-from envs import craftax_suite  # noqa: E402
-from envs.wrappers import EpisodeStatistics, PooledAutoReset  # noqa: E402
 
 NAME = "craftax/Craftax-Classic-Symbolic-v1"
 LIMIT = 2  # max_timesteps

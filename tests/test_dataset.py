@@ -6,12 +6,12 @@ import pickle
 
 import numpy as np
 import pytest
+from anakin.envs import EnvSpec
 
 from anakin import dataset
 from anakin import devices as dev
 from anakin.dataset import DatasetError, Steps
 from anakin.types import Transition
-from envs import EnvSpec
 
 SPEC = EnvSpec.of_array("Toy-v0", (2,), np.dtype("float32"), 3, ())
 CARTPOLE = EnvSpec.of_array("CartPole-v1", (4,), np.dtype("float32"), 2, ())

@@ -9,14 +9,13 @@ import jax
 import numpy as np
 import pytest
 import toy_envs  # noqa: F401  (registers test-Masked)
+from anakin.envs import EnvSpec
 
-import algorithms
-from anakin import dataset, runner
+from anakin import algorithms, dataset, runner
 from anakin import devices as dev
 from anakin.config import EvalConfig, TrainConfig
 from anakin.dataset import DatasetError
 from anakin.types import Transition
-from envs import EnvSpec
 
 f32, i32, b8 = np.dtype("float32"), np.dtype("int32"), np.dtype("bool")
 

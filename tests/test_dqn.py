@@ -9,12 +9,11 @@ import numpy as np
 import pytest
 import rlax
 import toy_envs  # noqa: F401  (registers test-Masked)
+from anakin.algorithms.dqn import PRESETS, DQNConfig, dqn_loss, make_dqn, n_step_transition
+from anakin.algorithms.networks import Network, NetworkConfig
 
-import envs
-from algorithms.dqn import PRESETS, DQNConfig, dqn_loss, make_dqn, n_step_transition
-from algorithms.networks import Network, NetworkConfig
 from anakin import devices as dev
-from anakin import runner
+from anakin import envs, runner
 from anakin.config import CheckpointConfig, EvalConfig, TrainConfig
 from anakin.types import Layout, Transition
 

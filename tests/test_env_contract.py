@@ -18,11 +18,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import toy_envs  # noqa: F401  (registers the test-* environments)
+from anakin.envs import registry
 from contract import adapter_of as below_autoreset
 from contract import assert_trees_equal, shapes
 
-import envs
-from envs import registry
+from anakin import envs
 
 STEPS = 30
 
@@ -194,7 +194,7 @@ def test_a_suite_is_one_module_and_one_table_entry(tmp_path, monkeypatch):
         textwrap.dedent(
             """
             import toy_envs
-            from envs.core import build
+            from anakin.envs.core import build
 
             def names():
                 return ["Count"]
@@ -225,7 +225,8 @@ def test_suites_are_imported_only_when_used():
     code = textwrap.dedent(
         """
         import sys
-        import envs
+        from anakin import envs
+
         assert "gymnax" not in sys.modules, "import envs imported gymnax"
         envs.check_name("CartPole-v1")
         assert "gymnax" in sys.modules
@@ -253,7 +254,7 @@ class _SeededCount(toy_envs.CountEnv):
 
 
 def test_pooled_resets_start_spares_and_renew_k_per_step():
-    from envs.wrappers import PooledAutoReset
+    from anakin.envs.wrappers import PooledAutoReset
 
     envs.register("test-PooledCount", _SeededCount)
     try:

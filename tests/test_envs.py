@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import toy_envs  # noqa: F401, E402  (registers test-Count)
 
-import envs
+from anakin import envs
 
 
 def run(env, params, actions):

@@ -6,9 +6,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import rlax
+from anakin.algorithms.impala import ImpalaConfig, impala_loss, split_minibatches
+from anakin.algorithms.networks import Network
 
-from algorithms.impala import ImpalaConfig, impala_loss, split_minibatches
-from algorithms.networks import Network
 from anakin.types import Transition
 
 

@@ -79,7 +79,7 @@ def test_wall_clock_checkpoints_bound_lost_work(tmp_path):
     """checkpoint.every_seconds saves on wall time even when every_env_steps is 0 (end only)."""
     import dataclasses
 
-    import algorithms
+    from anakin import algorithms
     from anakin.config import CheckpointConfig, EvalConfig, TrainConfig
 
     algo, arch = algorithms.get("impala").presets["tiny"]

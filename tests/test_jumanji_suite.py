@@ -18,19 +18,17 @@ jumanji = pytest.importorskip("jumanji")
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+from anakin.envs import jumanji_suite  # noqa: E402
+from anakin.envs.wrappers import AutoReset, PooledAutoReset, Wrapper  # noqa: E402
 from contract import adapter_of as below_autoreset  # noqa: E402
 from contract import assert_trees_equal, shapes  # noqa: E402
 from jumanji.environments.routing.snake.types import Position  # noqa: E402
 from jumanji.environments.routing.snake.types import State as SnakeState  # noqa: E402
 
-import algorithms  # noqa: E402
-import envs  # noqa: E402
+from anakin import algorithms, envs, runner  # noqa: E402
 from anakin import devices as dev  # noqa: E402
 from anakin import episodes as episodes_lib  # noqa: E402
-from anakin import runner  # noqa: E402
 from anakin.config import EnvConfig, EvalConfig, TrainConfig  # noqa: E402
-from envs import jumanji_suite  # noqa: E402
-from envs.wrappers import AutoReset, PooledAutoReset, Wrapper  # noqa: E402
 
 STEPS = 40
 

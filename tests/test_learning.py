@@ -3,11 +3,10 @@
 import dataclasses
 
 import pytest
+from anakin.algorithms.impala import PRESETS, ImpalaConfig
+from anakin.algorithms.networks import NetworkConfig
 
-import algorithms
-from algorithms.impala import PRESETS, ImpalaConfig
-from algorithms.networks import NetworkConfig
-from anakin import runner
+from anakin import algorithms, runner
 from anakin.config import ArchConfig, EvalConfig, TrainConfig
 
 

@@ -6,7 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from algorithms import impala
+from anakin.algorithms import impala
+
 from anakin import logger, runner
 from anakin.config import EvalConfig, TrainConfig
 

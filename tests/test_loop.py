@@ -6,13 +6,11 @@ import jax
 import numpy as np
 import pytest
 import toy_envs  # noqa: F401  (registers test-Count)
+from anakin.algorithms.impala import PRESETS, ImpalaConfig
+from anakin.algorithms.networks import NetworkConfig
 
-import algorithms
-import envs
-from algorithms.impala import PRESETS, ImpalaConfig
-from algorithms.networks import NetworkConfig
+from anakin import algorithms, envs, loop
 from anakin import devices as dev
-from anakin import loop
 
 NUM_ENVS, ROLLOUT, UPDATES, CALLS = 8, 4, 2, 3
 DESYNC = 16  # each environment first acts for its own 0..15 steps, as the defaults do (128)

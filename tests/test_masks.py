@@ -12,10 +12,9 @@ import numpy as np
 import pytest
 import toy_envs  # noqa: F401  (registers test-Masked)
 
-import algorithms
+from anakin import algorithms, runner
 from anakin import devices as dev
 from anakin import episodes as episodes_lib
-from anakin import runner
 from anakin.config import EvalConfig, TrainConfig
 
 

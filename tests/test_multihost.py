@@ -9,9 +9,9 @@ import sys
 
 import jax
 import numpy as np
+from anakin.algorithms import impala
 from jax.sharding import SingleDeviceSharding
 
-from algorithms import impala
 from anakin import loop, runner
 from anakin.checkpoint import Checkpointer
 from anakin.config import EvalConfig, TrainConfig

@@ -20,14 +20,13 @@ import pytest
 
 navix = pytest.importorskip("navix")
 
+from anakin.algorithms import impala  # noqa: E402
+from anakin.envs import registry  # noqa: E402
+from anakin.envs.wrappers import PooledAutoReset  # noqa: E402
 from contract import Driver  # noqa: E402
 
-import envs  # noqa: E402
-from algorithms import impala  # noqa: E402
-from anakin import runner  # noqa: E402
+from anakin import envs, runner  # noqa: E402
 from anakin.config import EvalConfig, TrainConfig  # noqa: E402
-from envs import registry  # noqa: E402
-from envs.wrappers import PooledAutoReset  # noqa: E402
 
 CCW, CW, FORWARD = 0, 1, 2  # navix.actions.MINIGRID_ACTION_SET
 TO_GOAL_5X5 = [FORWARD, FORWARD, CW, FORWARD, FORWARD]

@@ -6,8 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
-from algorithms.networks import (
+from anakin.algorithms.networks import (
     CategoricalHead,
     ConvTorso,
     GaussianHead,
@@ -21,7 +20,7 @@ from algorithms.networks import (
     make_torso,
     num_params,
 )
-from envs import EnvSpec
+from anakin.envs import EnvSpec
 
 FLAT = EnvSpec.of_array("flat", (5,), np.dtype("float32"), 3, ())
 IMAGE = EnvSpec.of_array("image", (10, 10, 4), np.dtype("float32"), 3, ())

@@ -15,13 +15,15 @@ import pytest
 
 pytest.importorskip("pgx")
 
+from anakin.algorithms import impala  # noqa: E402
+from anakin.envs import registry  # noqa: E402
 from contract import Driver  # noqa: E402
 
-import envs  # noqa: E402
-from algorithms import impala  # noqa: E402
-from anakin import runner  # noqa: E402
+from anakin import (
+    envs,  # noqa: E402
+    runner,  # noqa: E402
+)
 from anakin.config import EvalConfig, TrainConfig  # noqa: E402
-from envs import registry  # noqa: E402
 
 NOOP, LEFT, RIGHT = 0, 1, 2  # Breakout's minimal action set
 

@@ -6,8 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
-from algorithms.policies import (
+from anakin.algorithms.policies import (
     EpsilonDecay,
     action_mask,
     epsilon_greedy,
@@ -17,7 +16,7 @@ from algorithms.policies import (
     random_actions,
     sample_categorical,
 )
-from envs import EnvSpec
+from anakin.envs import EnvSpec
 
 NUM_KEYS = 4096
 MIN = float(np.finfo(np.float32).min)

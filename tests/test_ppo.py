@@ -10,13 +10,11 @@ import numpy as np
 import pytest
 import rlax
 import toy_envs  # noqa: F401  (registers test-Masked)
+from anakin.algorithms import ppo
+from anakin.algorithms.networks import Network, NetworkConfig
 
-import algorithms
-import envs
-from algorithms import ppo
-from algorithms.networks import Network, NetworkConfig
+from anakin import algorithms, envs, loop, runner
 from anakin import devices as dev
-from anakin import loop, runner
 from anakin.config import CheckpointConfig, EvalConfig, TrainConfig
 from anakin.types import Layout
 

@@ -7,11 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import rlax
-
-import algorithms
-import envs
-from algorithms.networks import Network, NetworkConfig
-from algorithms.r2d2 import (
+from anakin.algorithms.networks import Network, NetworkConfig
+from anakin.algorithms.r2d2 import (
     ACME_EPSILONS,
     PRESETS,
     R2D2Config,
@@ -20,8 +17,9 @@ from algorithms.r2d2 import (
     r2d2_loss,
     sequence_priorities,
 )
+
+from anakin import algorithms, envs, loop, runner
 from anakin import devices as dev
-from anakin import loop, runner
 from anakin import setup as setup_lib
 from anakin.config import ArchConfig, EvalConfig, TrainConfig
 from anakin.types import Layout, Transition

@@ -14,9 +14,16 @@ import pytest
 pytest.importorskip("imageio", reason='videos need the render extra: pip install -e ".[render]"')
 pytest.importorskip("pygame", reason='videos need the render extra: pip install -e ".[render]"')
 
-import envs  # noqa: E402
-from algorithms import impala  # noqa: E402
-from anakin import cli, logger, policy, runner, video  # noqa: E402
+from anakin.algorithms import impala  # noqa: E402
+
+from anakin import (  # noqa: E402
+    cli,
+    envs,  # noqa: E402
+    logger,
+    policy,
+    runner,
+    video,
+)
 from anakin.config import EvalConfig, RenderConfig, TrainConfig  # noqa: E402
 from anakin.types import Layout  # noqa: E402
 

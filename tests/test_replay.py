@@ -4,8 +4,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from anakin.algorithms import replay as rp
 
-from algorithms import replay as rp
 from anakin.types import Layout, Transition
 
 

@@ -5,8 +5,8 @@ import dataclasses
 import jax
 import numpy as np
 import pytest
+from anakin.algorithms import bc, impala, r2d2
 
-from algorithms import bc, impala, r2d2
 from anakin import runner
 from anakin.config import CheckpointConfig, EvalConfig, TrainConfig, parse_sweeps
 

@@ -9,12 +9,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
-import envs
-from algorithms import replay as replay_lib
-from algorithms.bc import BCConfig
-from algorithms.networks import NetworkConfig
-from algorithms.sac import (
+from anakin.algorithms import replay as replay_lib
+from anakin.algorithms.bc import BCConfig
+from anakin.algorithms.networks import NetworkConfig
+from anakin.algorithms.sac import (
     PRESETS,
     SACConfig,
     SACNetworks,
@@ -27,11 +25,12 @@ from algorithms.sac import (
     sac_loss,
     tanh_gaussian,
 )
+from anakin.envs import EnvSpec
+
 from anakin import devices as dev
-from anakin import runner
+from anakin import envs, runner
 from anakin.config import ArchConfig, CheckpointConfig, EvalConfig, TrainConfig
 from anakin.types import Layout, Transition
-from envs import EnvSpec
 
 NUM_DEVICES = 4
 BOX = EnvSpec.of_array(

@@ -5,10 +5,10 @@ of a sweep, environment parameters, hidden observation entries."""
 import math
 
 import pytest
+from anakin.algorithms import learning
 
-import algorithms
 import anakin
-from algorithms import learning
+from anakin import algorithms
 
 
 @pytest.mark.parametrize(

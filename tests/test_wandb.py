@@ -12,7 +12,8 @@ import pytest
 
 pytest.importorskip("wandb", reason='W&B needs the wandb extra: pip install -e ".[wandb]"')
 
-from algorithms import impala  # noqa: E402
+from anakin.algorithms import impala  # noqa: E402
+
 from anakin import logger, runner  # noqa: E402
 from anakin.config import EvalConfig, RenderConfig, TrainConfig, WandbConfig  # noqa: E402
 

@@ -20,17 +20,16 @@ import pytest
 
 xminigrid = pytest.importorskip("xminigrid")
 
+from anakin.algorithms import impala  # noqa: E402
+from anakin.envs import registry, xminigrid_suite  # noqa: E402
 from contract import Driver  # noqa: E402
 from xminigrid.benchmarks import save_bz2_pickle  # noqa: E402
 from xminigrid.core.constants import TILES_REGISTRY, Colors, Tiles  # noqa: E402
 from xminigrid.core.goals import AgentNearGoal, AgentOnTileGoal  # noqa: E402
 from xminigrid.core.rules import EmptyRule  # noqa: E402
 
-import envs  # noqa: E402
-from algorithms import impala  # noqa: E402
-from anakin import runner  # noqa: E402
+from anakin import envs, runner  # noqa: E402
 from anakin.config import EvalConfig, TrainConfig  # noqa: E402
-from envs import registry, xminigrid_suite  # noqa: E402
 
 FORWARD, RIGHT, LEFT = 0, 1, 2  # xminigrid.core.actions
 TO_GOAL_6X6 = [FORWARD] * 3 + [RIGHT] + [FORWARD] * 3

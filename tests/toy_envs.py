@@ -3,10 +3,10 @@
 
 import jax
 import jax.numpy as jnp
+from anakin.envs import EnvSpec
 from flax import struct
 
-import envs
-from envs import EnvSpec
+from anakin import envs
 
 
 @struct.dataclass
