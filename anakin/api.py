@@ -16,10 +16,7 @@ cell output stays readable; `quiet=True` turns it off.
 
 from __future__ import annotations
 
-import dataclasses
-import difflib
 import json
-import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -60,79 +57,10 @@ class TrainResult(NamedTuple):
         return self.summary.get("eval_mean_return")
 
 
-def _field_names(cls: type) -> list[str]:
-    return [f.name for f in dataclasses.fields(cls)]
-
-
-def _hints(cls: type, algo_cls: type) -> dict[str, Any]:
-    from anakin.config import TrainConfig
-
-    hints = typing.get_type_hints(cls)
-    if cls is TrainConfig:
-        hints["algo"] = algo_cls
-    return hints
-
-
-def _convert(name: str, hint: Any, value: Any) -> Any:
-    """`value` as the field's type where that is unambiguous; ValueError naming the field."""
-    if hint is bool:
-        if not isinstance(value, bool | np.bool_):
-            raise ValueError(f"{name}={value!r} must be True or False")
-        return bool(value)
-    if hint is int:
-        if isinstance(value, bool) or not isinstance(value, int | float | np.number):
-            raise ValueError(f"{name}={value!r} must be an integer")
-        if not isinstance(value, int | np.integer) and not float(value).is_integer():
-            raise ValueError(f"{name}={value!r} must be a whole number")
-        return int(value)
-    if hint is float:
-        if isinstance(value, bool) or not isinstance(value, int | float | np.number):
-            raise ValueError(f"{name}={value!r} must be a number")
-        return float(value)
-    if hint is str and not isinstance(value, str | Path):
-        raise ValueError(f"{name}={value!r} must be a string")
-    if hint is str:
-        return str(value)
-    if typing.get_origin(hint) is tuple:
-        return tuple(value) if isinstance(value, list | tuple) else (value,)
-    return value
-
-
-def _override(cfg: Any, dotted: str, value: Any, algo_cls: type, path: str = "") -> Any:
-    """`cfg` with the field at `dotted` (e.g. "algo.learning_rate") set to `value`."""
-    head, _, rest = dotted.partition(".")
-    head = head.replace("-", "_")
-    fields = _field_names(type(cfg))
-    where = f"{path}{head}"
-    if head not in fields:
-        close = difflib.get_close_matches(head, fields, n=3)
-        hint = f"; did you mean {', '.join(path + c for c in close)}?" if close else ""
-        raise ValueError(
-            f"unknown setting {where!r}{hint} ({path or 'the top level'} has {', '.join(fields)})"
-        )
-    current = getattr(cfg, head)
-    if rest:
-        if not dataclasses.is_dataclass(current):
-            raise ValueError(f"{where!r} is a value, not a group of settings; drop {'.' + rest!r}")
-        value = _override(current, rest, value, algo_cls, f"{where}.")
-    elif dataclasses.is_dataclass(current) and not dataclasses.is_dataclass(value):
-        if head == "env" and isinstance(value, str):
-            value = dataclasses.replace(current, name=value)
-        elif isinstance(value, Mapping):
-            for k, v in value.items():
-                current = _override(current, k, v, algo_cls, f"{where}.")
-            value = current
-        else:
-            raise ValueError(f"{where}={value!r} must be a dict of its settings")
-    else:
-        value = _convert(where, _hints(type(cfg), algo_cls).get(head), value)
-    return dataclasses.replace(cfg, **{head: value})
-
-
 def make_config(
     algo: str,
     env: str | None = None,
-    preset: str = "default",
+    preset: str | None = None,
     overrides: Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> Any:
@@ -141,33 +69,26 @@ def make_config(
     Args:
       algo: an algorithm name (`anakin train --help` lists them).
       env: the environment name (default: the preset's).
-      preset: one of the algorithm's presets.
+      preset: one of the algorithm's presets (default "default").
       overrides, **kwargs: dotted setting names and values, e.g. `{"algo.learning_rate": 1e-3,
         "num_seeds": 3, "env.kwargs": {"max_steps_in_episode": 200}}`.
     """
-    from anakin import algorithms
-    from anakin.config import TrainConfig
+    from anakin import launch
 
-    entry = algorithms.get(algo)
-    if preset not in entry.presets:
-        raise ValueError(
-            f"unknown preset {preset!r} for {algo}. Choose one of: {', '.join(entry.presets)}"
-        )
-    algo_cfg, arch = entry.presets[preset]
-    cfg = TrainConfig(algo=algo_cfg, arch=arch)
-    settings = {**(overrides or {}), **kwargs}
-    if env is not None:
-        settings = {"env.name": env, **settings}
-    for dotted, value in settings.items():
-        cfg = _override(cfg, dotted, value, entry.config_cls)
+    cfg, _ = launch.resolve_config(algo, preset=preset, settings=_settings(env, overrides, kwargs))
     return cfg
+
+
+def _settings(env: str | None, overrides: Mapping[str, Any] | None, kwargs: dict) -> dict:
+    settings = {**(overrides or {}), **kwargs}
+    return {"env.name": env, **settings} if env is not None else settings
 
 
 def train(
     algo: str,
     env: str | None = None,
     *,
-    preset: str = "default",
+    preset: str | None = None,
     config: Any = None,
     overrides: Mapping[str, Any] | None = None,
     resume: str | Path | None = None,
@@ -179,7 +100,7 @@ def train(
     Args:
       algo: an algorithm name ("impala", "r2d2", "ppo", "dqn", "sac", "bc").
       env: the environment name, e.g. "CartPole-v1" or "gymnax/Catch-bsuite".
-      preset: the algorithm preset the settings start from.
+      preset: the algorithm preset the settings start from (default "default").
       config: a complete `TrainConfig` instead of preset + overrides.
       overrides, **kwargs: settings by dotted name, e.g. `**{"algo.learning_rate": 1e-3}`.
       resume: a run directory to continue exactly (the saved config, plus any resumable
@@ -191,35 +112,12 @@ def train(
       anakin.runner.TrainingDiverged: the loss or parameters became non-finite.
     """
     _xla.prepare_host()
-    from anakin import algorithms, runner
+    from anakin import launch
 
-    algorithms.get(algo)  # a clear error for an unknown name first
-    saved = None
-    if resume is not None:
-        if config is not None or preset != "default":
-            raise ValueError(
-                "resume takes the saved config: pass overrides, not config= or preset="
-            )
-        saved = runner.load_saved_config(Path(resume), algo)
-        cfg = saved
-        settings = {**(overrides or {}), **kwargs}
-        if env is not None:
-            settings = {"env.name": env, **settings}
-        for dotted, value in settings.items():
-            cfg = _override(cfg, dotted, value, algorithms.get(algo).config_cls)
-        runner.check_resume(saved, cfg, force)
-    elif config is not None:
-        if overrides or kwargs or env is not None:
-            raise ValueError("pass either config= or env/overrides, not both")
-        cfg = config
-    else:
-        cfg = make_config(algo, env, preset, overrides, **kwargs)
-    prepared = runner.setup(algo, cfg)
-    if saved is not None:
-        runner.check_same_devices(Path(resume), prepared, force)
-    result = runner.train(
-        algo, cfg, prepared, resume=runner.Resume(Path(resume)) if resume is not None else None
-    )
+    request = {"preset": preset, "config": config, "resume": resume}
+    settings = _settings(env, overrides, kwargs)
+    launched = launch.resolve(algo, force=force, settings=settings, **request)
+    result = launch.run(launched)
     metrics_file = Path(result.run_dir) / "metrics.jsonl"
     metrics = (
         [json.loads(line) for line in metrics_file.read_text().splitlines() if line.strip()]
@@ -229,19 +127,30 @@ def train(
     params = jax.tree.map(
         lambda x: np.asarray(x.addressable_data(0))[0], result.state.learner.params
     )
-    return TrainResult(Path(result.run_dir), result.summary, metrics, params, cfg)
+    return TrainResult(Path(result.run_dir), result.summary, metrics, params, launched.cfg)
 
 
 def evaluate(
-    run_dir: str | Path,
+    run_dir: str,
+    /,
     episodes: int | None = None,
     *,
     step: int | None = None,
     max_steps: int | None = None,
     seed: int = 0,
 ) -> dict[str, Any]:
-    """Evaluates a saved run's checkpoint (default: the newest) with its greedy/evaluation
-    policy, as `anakin evaluate` does; returns the evaluation record."""
+    """Evaluate a saved checkpoint with the evaluation policy (greedy, or the algorithm's
+    evaluation epsilon) on this machine's devices, whatever devices trained it; every run of a
+    seeds/sweep checkpoint. Writes `evaluation-<step>.json` in the run directory and returns
+    its record.
+
+    Args:
+      run_dir: a run directory written by `anakin train`.
+      episodes: episodes to play (default: the run's eval.episodes).
+      step: the checkpoint's env step (default: the newest good one).
+      max_steps: step limit per episode (default: the run's eval.max_steps).
+      seed: the evaluation's seed.
+    """
     _xla.prepare_host()
     from anakin import policy
 
@@ -251,8 +160,9 @@ def evaluate(
 
 
 def collect(
-    run_dir: str | Path,
-    out: str | Path,
+    run_dir: str,
+    /,
+    out: str,
     episodes: int,
     *,
     step: int | None = None,
@@ -262,8 +172,21 @@ def collect(
     run: int = 0,
     overwrite: bool = False,
 ) -> dict[str, Any]:
-    """Records a saved policy's episodes into a dataset file for `train("bc", dataset=...)`,
-    as `anakin collect` does (an existing `out` is replaced only with `overwrite`)."""
+    """Record a saved policy's episodes (its evaluation policy, plus random actions with
+    probability epsilon) into a demonstration dataset file for behaviour cloning
+    (`train("bc", dataset=...)`, `anakin train bc --dataset FILE`).
+
+    Args:
+      run_dir: a run directory written by `anakin train`.
+      out: the dataset file to write (.npz).
+      episodes: episodes to record.
+      step: the checkpoint's env step (default: the newest good one).
+      epsilon: probability of a uniformly random (legal) action at each step.
+      max_steps: step limit per episode (default: the run's eval.max_steps).
+      seed: the recording's seed.
+      run: which run of a seeds/sweep checkpoint.
+      overwrite: replace an existing file at out.
+    """
     _xla.prepare_host()
     from anakin import policy
 
@@ -281,8 +204,9 @@ def collect(
 
 
 def render(
-    run_dir: str | Path,
-    out: str | Path,
+    run_dir: str,
+    /,
+    out: str,
     episodes: int = 1,
     *,
     step: int | None = None,
@@ -292,8 +216,21 @@ def render(
     run: int = 0,
     overwrite: bool = False,
 ) -> dict[str, Any]:
-    """Films a saved policy into a GIF (or MP4) at `out`, as `anakin render` does; needs the
-    `render` extra. In a notebook, `IPython.display.Image(out)` shows the GIF."""
+    """Film a saved policy: play its evaluation policy on device and write every step as a
+    frame of a GIF (or an MP4, with imageio-ffmpeg); needs the `render` extra. In a notebook,
+    `IPython.display.Image(out)` shows the GIF.
+
+    Args:
+      run_dir: a run directory written by `anakin train`.
+      out: the video file to write (.gif or .mp4).
+      episodes: episodes to film, one after another.
+      step: the checkpoint's env step (default: the newest good one).
+      max_steps: frames per episode at most.
+      fps: frames per second.
+      seed: the episodes' seed.
+      run: which run of a seeds/sweep checkpoint.
+      overwrite: replace an existing file at out.
+    """
     _xla.prepare_host()
     from anakin import policy
 

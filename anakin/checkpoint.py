@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -124,6 +125,10 @@ class _QuietFailure:
             threading.excepthook, sys.stderr = self._hook, self._stderr
 
 
+# A frame line or the closing "SomeError: ..." line of a traceback printed in pieces.
+_TRACEBACK_TAIL = re.compile(r"^(\s+\S|[A-Za-z_][\w.]*(Error|Exception)\b)")
+
+
 class _DropTracebacks:
     """stderr without the tracebacks that orbax's dying threads print after a failed write."""
 
@@ -135,6 +140,8 @@ class _DropTracebacks:
             self._dropping = True
         elif text.startswith("anakin") or text.startswith("[anakin]"):
             self._dropping = False
+        elif _TRACEBACK_TAIL.match(text):  # the rest of a traceback begun before our line
+            return len(text)
         return len(text) if self._dropping else self._stream.write(text)
 
     def __getattr__(self, name: str) -> Any:

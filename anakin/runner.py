@@ -13,6 +13,7 @@ import math
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -57,6 +58,18 @@ class RunResult(NamedTuple):
 
 class TrainingDiverged(RuntimeError):
     """The loss or the parameters became non-finite; the run stopped without checkpointing."""
+
+
+class RunWriteFailed(RuntimeError):
+    """Writing the run directory failed (a full disk, a vanished directory); the message names
+    the newest good checkpoint, which a resume continues from."""
+
+
+def _write_failed(e: OSError, checkpointer: Checkpointer | None) -> RunWriteFailed:
+    where = f" ({e.filename})" if e.filename else ""
+    good = checkpointer.good_steps() if checkpointer else []
+    kept = f"the newest good one is step {good[-1]}" if good else "no good checkpoint exists"
+    return RunWriteFailed(f"writing the run failed: {e.strerror or e}{where}; {kept}")
 
 
 def _evaluate(s: Setup, state: Any, seed: int, call: int) -> dict[str, Any]:
@@ -135,7 +148,11 @@ class _Reporter:
     def close(self, failed: bool = False) -> None:
         for part in (self.writer, self.tb, self.progress):
             if part:
-                part.close()
+                try:
+                    part.close()
+                except OSError:  # flushing to a full disk: the error that stopped us is reported
+                    if not failed:
+                        raise
         if self.wandb:
             self.wandb.close(exit_code=1 if failed else 0)
 
@@ -236,6 +253,7 @@ class _StopSignals:
     def __exit__(self, *exc: Any) -> None:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
+        self._previous = {}  # restored once, however often it is exited
 
     def agreed(self) -> str | None:
         """The signal received, agreed over all processes (any process's signal stops all of
@@ -246,6 +264,149 @@ class _StopSignals:
 
         flags = multihost_utils.process_allgather(np.int32(self.received is not None))
         return (self.received or "a signal to another process") if np.any(flags) else None
+
+
+class _Opened(NamedTuple):
+    """A run directory opened for training: fresh, or a checkpoint restored into it."""
+
+    run_dir: Path
+    checkpointer: Checkpointer | None
+    state: RunnerState
+    first_call: int  # the call to run next
+    wall_offset: float  # wall time of the run before this process took it up
+    last_good: int | None  # env step of the newest good checkpoint
+    resumed_from: int | None
+    description: dict[str, Any]  # what config.json now says
+    forced: list[str]  # fields a --force resume changed
+
+
+def _open(s: Setup, resume: Resume | None, primary: bool, held: contextlib.ExitStack) -> _Opened:
+    """Makes the run directory (or takes the resumed one), locks it, restores the resumed
+    checkpoint, and writes config.json (keeping the config it replaces in the history)."""
+    cfg, algo_name = s.cfg, s.algo_name
+    if resume:
+        run_dir = Path(resume.run_dir)
+    else:
+        name = agree(cfg.run_name or logger.default_run_name(algo_name, cfg.env.name))
+        run_dir = logger.make_run_dir(cfg.out, name) if primary else Path(cfg.out) / name
+        run_dir = Path(agree(str(run_dir)))
+    if primary:  # one training process per run directory (two resumes would both write)
+        held.enter_context(RunLock(run_dir))
+    checkpointer = Checkpointer(run_dir, cfg.checkpoint.keep) if cfg.checkpoint.enabled else None
+    num_calls = s.num_calls(cfg.arch.total_env_steps)
+
+    state = s.program.init(cfg.arch.seed)
+    first_call, wall_offset, last_good, resumed_from = 0, 0.0, None, None
+    if resume:
+        ckpt = checkpointer or Checkpointer(run_dir, cfg.checkpoint.keep)
+        step = resume.step if resume.step is not None else ckpt.latest_step()
+        restored, meta = ckpt.restore(step, like=s.program.save_view(state))
+        if meta["call"] + 1 >= num_calls:
+            raise NothingToResume(
+                f"{run_dir} is already at {meta['env_steps']:,} env steps (checkpoint {step}), "
+                f"which reaches arch.total_env_steps={cfg.arch.total_env_steps:,}; pass a larger "
+                "--arch.total-env-steps to train on"
+            )
+        state = s.program.load_view(restored, state)
+        first_call, wall_offset, last_good = meta["call"] + 1, meta["wall_time"], step
+        resumed_from = step
+        if primary:
+            logger.truncate_metrics(run_dir, max_env_steps=meta["env_steps"])
+    description = describe_run(s)
+    forced: list[str] = []
+    if primary:
+        # The config it replaces goes to config-history.jsonl; a forced change pins the
+        # checkpoint it started from, so `keep` cannot delete the last state before it.
+        forced = write_description(run_dir, description, resumed_from)
+        if forced and checkpointer:
+            checkpointer.pin(resumed_from, f"resumed with --force changing {', '.join(forced)}")
+    return _Opened(
+        run_dir,
+        checkpointer,
+        state,
+        first_call,
+        wall_offset,
+        last_good,
+        resumed_from,
+        description,
+        forced,
+    )
+
+
+class _BetweenCalls:
+    """What runs on the host after each program call, in order: evaluation, video,
+    checkpoint; each adds its result to the call's record and its seconds to `times`."""
+
+    def __init__(self, s: Setup, opened: _Opened, videos: _Videos | None, reporter: _Reporter):
+        self.s, self.cfg = s, s.cfg
+        self.run_dir, self.checkpointer = opened.run_dir, opened.checkpointer
+        self.videos, self.reporter = videos, reporter
+        self.last_good = opened.last_good
+        self.last_eval: dict[str, Any] = {}
+        self.times = {"eval": 0.0, "render": 0.0, "checkpoint": 0.0}  # seconds, by hook
+        self.last_save = time.monotonic()
+
+    def _add(self, hook: str, t0: float) -> None:
+        self.times[hook] += time.monotonic() - t0
+
+    def __call__(self, state: RunnerState, record: dict[str, Any], last: bool) -> None:
+        cfg, per_call, steps_now = self.cfg, self.s.steps_per_call, record["env_steps"]
+        if self.s.evaluate and _due(cfg.eval.every_env_steps, steps_now, per_call, last):
+            t0 = time.monotonic()
+            self.last_eval = _evaluate(self.s, state, cfg.arch.seed, record["call"])
+            if self.s.runs:
+                per_run = self.last_eval.pop("per_run_eval")
+                for p, e in zip(record["per_run"], per_run, strict=True):
+                    p.update(e)
+            self._add("eval", t0)
+            record.update(self.last_eval)
+        if self.videos and _due(cfg.render.every_env_steps, steps_now, per_call, last):
+            t0 = time.monotonic()
+            path = self.videos(state, steps_now)
+            self.reporter.video(steps_now, path)
+            self._add("render", t0)
+            record["video"] = str(path.relative_to(self.run_dir))
+        every = cfg.checkpoint.every_seconds
+        on_time = every > 0 and time.monotonic() - self.last_save >= every
+        if self.checkpointer and (
+            on_time or _due(cfg.checkpoint.every_env_steps, steps_now, per_call, last)
+        ):
+            t0 = time.monotonic()
+            self.checkpointer.save(
+                steps_now,
+                self.s.program.save_view(state),
+                {
+                    "call": record["call"],
+                    "env_steps": steps_now,
+                    "wall_time": record["wall_time"],
+                    "algorithm": self.s.algo_name,
+                    "config": to_dict(cfg),
+                },
+            )
+            self._add("checkpoint", t0)
+            self.last_save = time.monotonic()
+            self.last_good = steps_now
+            record["checkpoint"] = steps_now
+
+
+def _one_call(
+    s: Setup, train_step: Callable, state: RunnerState, call: int, expected_s: float, t_zero: float
+) -> tuple[RunnerState, dict[str, Any], list[bool], float]:
+    """Runs program call `call`; returns the new state, its metrics.jsonl record, whether each
+    run's parameters are finite, and the call's seconds."""
+    t0 = time.monotonic()
+    state, metrics = train_step(state)
+    _wait_responsively(metrics, expected_s=expected_s)
+    metrics = dev.unreplicate(metrics)
+    metrics = {
+        "learner": logger.to_record(metrics["learner"]),
+        "loop": jax.tree.map(np.asarray, metrics["loop"]),
+    }
+    elapsed = time.monotonic() - t0
+    record, finite = call_record(
+        call, s.steps_per_call, s.cfg.arch.updates_per_call, metrics, elapsed, t_zero, s.runs
+    )
+    return state, record, finite, elapsed
 
 
 def train(
@@ -281,51 +442,19 @@ def _train(
 ) -> RunResult:
     start = time.monotonic()
     check_reporting(cfg)
-    s = prepared or setup(algo_name, cfg)
-    arch = cfg.arch
+    # A program built once may train several configs that share its shapes (other seeds,
+    # other run-control settings): the run is `cfg`'s.
+    s = (prepared or setup(algo_name, cfg))._replace(cfg=cfg)
     primary = jax.process_index() == 0
-    if resume:
-        run_dir = Path(resume.run_dir)
-    else:
-        name = agree(cfg.run_name or logger.default_run_name(algo_name, cfg.env.name))
-        run_dir = logger.make_run_dir(cfg.out, name) if primary else Path(cfg.out) / name
-        run_dir = Path(agree(str(run_dir)))
-    if primary:  # one training process per run directory (two resumes would both write)
-        held.enter_context(RunLock(run_dir))
-    checkpointer = Checkpointer(run_dir, cfg.checkpoint.keep) if cfg.checkpoint.enabled else None
-    per_call, num_calls = s.steps_per_call, s.num_calls(arch.total_env_steps)
-
-    state = s.program.init(arch.seed)
-    first_call, wall_offset, last_good, resumed_from = 0, 0.0, None, None
-    if resume:
-        ckpt = checkpointer or Checkpointer(run_dir, cfg.checkpoint.keep)
-        step = resume.step if resume.step is not None else ckpt.latest_step()
-        restored, meta = ckpt.restore(step, like=s.program.save_view(state))
-        if meta["call"] + 1 >= num_calls:
-            raise NothingToResume(
-                f"{run_dir} is already at {meta['env_steps']:,} env steps (checkpoint {step}), "
-                f"which reaches arch.total_env_steps={arch.total_env_steps:,}; pass a larger "
-                "--arch.total-env-steps to train on"
-            )
-        state = s.program.load_view(restored, state)
-        first_call, wall_offset, last_good = meta["call"] + 1, meta["wall_time"], step
-        resumed_from = step
-        if primary:
-            logger.truncate_metrics(run_dir, max_env_steps=meta["env_steps"])
-    description = describe_run(s)
-    forced: list[str] = []
-    if primary:
-        # The config it replaces goes to config-history.jsonl; a forced change pins the
-        # checkpoint it started from, so `keep` cannot delete the last state before it.
-        forced = write_description(run_dir, description, resumed_from)
-        if forced and checkpointer:
-            checkpointer.pin(resumed_from, f"resumed with --force changing {', '.join(forced)}")
+    opened = _open(s, resume, primary, held)
+    run_dir, checkpointer, state = opened.run_dir, opened.checkpointer, opened.state
+    per_call, num_calls = s.steps_per_call, s.num_calls(cfg.arch.total_env_steps)
     memory = memory_per_device(state)
     unit = "samples" if s.dataset_meta is not None else "steps"
     reporter = _Reporter(
         run_dir,
         cfg,
-        description,
+        opened.description,
         num_calls * per_call,
         f"{algo_name} on {cfg.env.name}, {dev.describe(s.devices)}",
         primary,
@@ -335,23 +464,22 @@ def _train(
     reporter.progress.message(
         f"training state per device: {format_bytes(memory['state_bytes'])}"
         + (f" (replay {format_bytes(memory['replay_bytes'])})" if "replay_bytes" in memory else "")
-        + (f"; resuming from env step {last_good:,}" if resume else "")
+        + (f"; resuming from env step {opened.last_good:,}" if resume else "")
     )
-    if forced:
+    if opened.forced:
         reporter.progress.message(
-            f"--force changed {', '.join(forced)}: the previous config is kept in "
+            f"--force changed {', '.join(opened.forced)}: the previous config is kept in "
             f"config-history.jsonl"
-            + (f", checkpoint {resumed_from} is pinned" if checkpointer else "")
+            + (f", checkpoint {opened.resumed_from} is pinned" if checkpointer else "")
         )
 
     records: list[dict[str, Any]] = []
     reached = None
-    last_eval: dict[str, Any] = {}
-    train_time = eval_time = checkpoint_time = render_time = 0.0
+    train_time = 0.0
     interrupted = None
+    between = _BetweenCalls(s, opened, videos, reporter)
     failed = True  # until the loop ends without raising
-    signals = _StopSignals().__enter__()
-    last_save = time.monotonic()
+    signals = held.enter_context(_StopSignals())
     try:
         # Compiling ahead of time gives an honest compile time and guarantees that every call
         # below runs the same executable (a changed shape would raise, not recompile).
@@ -366,27 +494,18 @@ def _train(
             + f"; run dir {run_dir}"
         )
         last_call_s = math.inf  # the first call's length is unknown: poll it
-        for call in range(first_call, num_calls):
-            t0 = time.monotonic()
-            state, metrics = train_step(state)
-            _wait_responsively(metrics, expected_s=last_call_s)
-            metrics = dev.unreplicate(metrics)
-            metrics = {
-                "learner": logger.to_record(metrics["learner"]),
-                "loop": jax.tree.map(np.asarray, metrics["loop"]),
-            }
-            elapsed = last_call_s = time.monotonic() - t0
-            train_time += elapsed
-            record, finite = call_record(
-                call, per_call, arch.updates_per_call, metrics, elapsed, start - wall_offset, s.runs
+        for call in range(opened.first_call, num_calls):
+            state, record, finite, last_call_s = _one_call(
+                s, train_step, state, call, last_call_s, start - opened.wall_offset
             )
+            train_time += last_call_s
             problem = diverged(record, finite, s.runs)
             if problem:
                 reporter.write({**record, "diverged": True}, final=True)
                 where = (
-                    f"the last good checkpoint is {checkpointer.dir / str(last_good)} "
-                    f"(env step {last_good:,})"
-                    if last_good is not None
+                    f"the last good checkpoint is {checkpointer.dir / str(between.last_good)} "
+                    f"(env step {between.last_good:,})"
+                    if between.last_good is not None
                     else "no checkpoint was written"
                 )
                 raise TrainingDiverged(f"{problem}; stopped without checkpointing; {where}")
@@ -396,68 +515,73 @@ def _train(
                 reached = {"env_steps": record["env_steps"], "wall_time": record["wall_time"]}
             interrupted = signals.agreed()
             last = stop or interrupted is not None or call == num_calls - 1
-            steps_now = record["env_steps"]
-            if s.evaluate and _due(cfg.eval.every_env_steps, steps_now, per_call, last):
-                t0 = time.monotonic()
-                last_eval = _evaluate(s, state, arch.seed, call)
-                if s.runs:
-                    for p, e in zip(record["per_run"], last_eval.pop("per_run_eval"), strict=True):
-                        p.update(e)
-                eval_time += time.monotonic() - t0
-                record.update(last_eval)
-            if videos and _due(cfg.render.every_env_steps, steps_now, per_call, last):
-                t0 = time.monotonic()
-                path = videos(state, steps_now)
-                reporter.video(steps_now, path)
-                render_time += time.monotonic() - t0
-                record["video"] = str(path.relative_to(run_dir))
-            every = cfg.checkpoint.every_seconds
-            on_time = every > 0 and time.monotonic() - last_save >= every
-            if checkpointer and (
-                on_time or _due(cfg.checkpoint.every_env_steps, steps_now, per_call, last)
-            ):
-                t0 = time.monotonic()
-                checkpointer.save(
-                    steps_now,
-                    s.program.save_view(state),
-                    {
-                        "call": call,
-                        "env_steps": steps_now,
-                        "wall_time": record["wall_time"],
-                        "algorithm": algo_name,
-                        "config": to_dict(cfg),
-                    },
-                )
-                checkpoint_time += time.monotonic() - t0
-                last_save = time.monotonic()
-                last_good = steps_now
-                record["checkpoint"] = steps_now
+            between(state, record, last)
             reporter.write(record, final=last)
             records.append(record)
             if last:
                 break
         failed = False
+    except OSError as e:  # any write of the run (metrics, a checkpoint, a video) failed
+        raise _write_failed(e, checkpointer) from None
     finally:
         signals.__exit__()
         reporter.close(failed)
         if checkpointer:
             checkpointer.close()
 
+    summary = _summary(
+        records,
+        per_call,
+        {
+            "wall_time": time.monotonic() - start + opened.wall_offset,
+            "startup_time": startup_time,
+            "compile_time": compile_time,
+            "train_time": train_time,
+            "eval_time": between.times["eval"],
+            "checkpoint_time": between.times["checkpoint"],
+            "render_time": between.times["render"],
+        },
+        cfg.stop_return,
+        reached,
+        opened.resumed_from,
+        between.last_good,
+        interrupted,
+        between.last_eval,
+        memory,
+        s.runs,
+    )
+    if primary:
+        try:
+            logger.write_json(run_dir / "summary.json", summary)
+        except OSError as e:
+            raise _write_failed(e, checkpointer) from None
+    reporter.progress.message(_final_line(summary, between.last_eval, unit, interrupted, run_dir))
+    return RunResult(run_dir, state, records, summary)
+
+
+def _summary(
+    records: list[dict[str, Any]],
+    per_call: int,
+    times: dict[str, float],
+    stop_return: float | None,
+    reached: dict[str, Any] | None,
+    resumed_from: int | None,
+    last_good: int | None,
+    interrupted: str | None,
+    last_eval: dict[str, Any],
+    memory: dict[str, int],
+    runs: Any,
+) -> dict[str, Any]:
+    """summary.json: counts, times, returns, the stop, the last checkpoint and evaluation."""
     returns = [r["mean_return"] for r in records if r["mean_return"] is not None]
     summary = {
         "env_steps": records[-1]["env_steps"] if records else 0,
         "updates": records[-1]["updates"] if records else 0,
-        "wall_time": time.monotonic() - start + wall_offset,
-        "startup_time": startup_time,
-        "compile_time": compile_time,
-        "train_time": train_time,
-        "eval_time": eval_time,
-        "checkpoint_time": checkpoint_time,
-        "render_time": render_time,
-        "sps": (len(records) * per_call / train_time) if records else None,
+        **times,
+        "sps": (len(records) * per_call / times["train_time"]) if records else None,
         "final_mean_return": returns[-1] if returns else None,
         "best_mean_return": max(returns) if returns else None,
-        "stop_return": cfg.stop_return,
+        "stop_return": stop_return,
         "reached_stop_return": reached,
         "resumed_from": resumed_from,
         "last_checkpoint": last_good,
@@ -465,10 +589,18 @@ def _train(
         **last_eval,
         **memory,
     }
-    if s.runs is not None and records:
+    if runs is not None and records:
         summary["per_run"] = records[-1]["per_run"]
-    if primary:
-        logger.write_json(run_dir / "summary.json", summary)
+    return summary
+
+
+def _final_line(
+    summary: dict[str, Any],
+    last_eval: dict[str, Any],
+    unit: str,
+    interrupted: str | None,
+    run_dir: Path,
+) -> str:
     final = (
         f"final mean return {summary['final_mean_return']}"
         if unit == "steps"
@@ -483,12 +615,10 @@ def _train(
         if "eval_fraction_of_dataset" in last_eval:
             final += f", {100 * last_eval['eval_fraction_of_dataset']:.1f}% of the dataset's return"
     done = "stopped by " + interrupted if interrupted else "done"
-    reporter.progress.message(
+    return (
         f"{done}: {summary['env_steps']:,} {'env steps' if unit == 'steps' else unit} in "
-        f"{summary['wall_time']:.1f}s, {final}; "
-        f"see {run_dir}"
+        f"{summary['wall_time']:.1f}s, {final}; see {run_dir}"
     )
-    return RunResult(run_dir, state, records, summary)
 
 
 def params_divergence(state: RunnerState) -> float:

@@ -520,12 +520,12 @@ def _reusable(run_dir: Path, task: Task, budget: int, num_seeds: int, cmd: list[
         cfg = json.loads((run_dir / "config.json").read_text())["config"]
     except (OSError, ValueError, KeyError):
         return False
-    from anakin import cli
     from anakin import config as config_lib
+    from anakin import launch
 
     env = cfg["env"]  # {"name", "kwargs", "hide"}
     algo, argv = cmd[4], cmd[5:]  # [python, -m, anakin.cli, train, ALGO, ...]
-    now = config_lib.to_dict(cli.train_config(algo, argv))
+    now = config_lib.to_dict(launch.config_for_flags(algo, argv))
     return (
         (run_dir / "summary.json").is_file()
         and env["name"] == task.env

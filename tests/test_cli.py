@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from anakin import cli, logger
+from anakin import cli, launch, logger
 
 
 def test_train_tiny_end_to_end_writes_a_run_directory(tmp_path):
@@ -206,7 +206,9 @@ def test_env_flags_keep_their_short_spellings_and_integer_kwargs():
     from anakin import algorithms
     from anakin.config import TrainConfig
 
-    args = cli._env_aliases(["--env", "Catch-bsuite", "--env-kwargs", "rows", "12", "--env-hide=1"])
+    args = launch.expand_aliases(
+        ["--env", "Catch-bsuite", "--env-kwargs", "rows", "12", "--env-hide=1"]
+    )
     assert args == ["--env.name", "Catch-bsuite", "--env.kwargs", "rows", "12", "--env.hide=1"]
     entry = algorithms.get("impala")
     algo, arch = entry.presets["tiny"]

@@ -1,0 +1,345 @@
+"""From what a user asked for to a checked, built run: the one path behind `anakin train` and
+`anakin.train`.
+
+A request names an algorithm and either a preset (default "default"), a whole config, or a run
+directory to resume; settings come as command-line flags (parsed by tyro) or as dotted names
+(`{"algo.learning_rate": 1e-3}`). `resolve` turns it into a `Launch` (config checked, resume
+checked, environment, algorithm and program built, nothing compiled or written) or raises one
+`ValueError` whose message is one line naming the values; `run` trains it. The CLI maps the
+errors to exit codes; the Python API raises them as they are.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import difflib
+import functools
+import io
+import re
+import sys
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from anakin import algorithms
+from anakin.config import TrainConfig
+from anakin.rundir import Resume, check_resume, check_same_devices, load_saved_config
+
+
+class Launch(NamedTuple):
+    """A run ready to train: its config, what that config built, and where it resumes from."""
+
+    algo: str
+    cfg: TrainConfig
+    setup: Any  # anakin.setup.Setup
+    resume: Resume | None
+
+
+def preset_config(algo: str, preset: str) -> TrainConfig:
+    """The `TrainConfig` of `algo`'s preset; ValueError naming the presets for an unknown one."""
+    entry = algorithms.get(algo)
+    if preset not in entry.presets:
+        raise ValueError(
+            f"unknown preset {preset!r} for {algo}. Choose one of: {', '.join(entry.presets)}"
+        )
+    algo_cfg, arch = entry.presets[preset]
+    return TrainConfig(algo=algo_cfg, arch=arch)
+
+
+def resolve_config(
+    algo: str,
+    *,
+    preset: str | None = None,
+    config: TrainConfig | None = None,
+    resume: str | Path | None = None,
+    resume_step: int | None = None,
+    flags: Sequence[str] | None = None,
+    settings: Mapping[str, Any] | None = None,
+) -> tuple[TrainConfig, TrainConfig | None]:
+    """The config a request trains with, and the saved one when it resumes (else None).
+
+    The starting point is the preset (default "default"), `config`, or the config saved in the
+    `resume` run directory; `flags` (command-line, e.g. ["--algo.learning-rate", "1e-3"]) and
+    `settings` (dotted names) change it. Raises ValueError for an unknown algorithm or preset,
+    a combination that does not go together, or a bad setting.
+    """
+    entry = algorithms.get(algo)
+    if resume_step is not None and resume is None:
+        raise ValueError(f"--resume-step {resume_step} needs --resume RUN_DIR (resume=)")
+    saved = None
+    if resume is not None:
+        if preset is not None or config is not None:
+            given = "--preset (preset=)" if preset is not None else "config="
+            raise ValueError(
+                f"{given} and --resume (resume=) do not go together: a resumed run keeps the "
+                "config it was saved with; change settings with flags (overrides)"
+            )
+        saved = load_saved_config(Path(resume), algo)
+        cfg, source = saved, f"the run in {resume}"
+    elif config is not None:
+        if preset is not None or flags or settings:
+            raise ValueError("pass either config= or a preset and settings, not both")
+        if not isinstance(config, TrainConfig):
+            raise TypeError(f"config={config!r} must be an anakin.config.TrainConfig")
+        cfg, source = config, "the given config"
+    else:
+        preset = preset or "default"
+        cfg, source = preset_config(algo, preset), f"preset {preset!r}"
+    if flags is not None:
+        cfg = parse_flags(algo, cfg, source, list(flags))
+    for dotted, value in (settings or {}).items():
+        cfg = _override(cfg, dotted, value, entry.config_cls)
+    return cfg, saved
+
+
+def resolve(algo: str, *, force: bool = False, **request: Any) -> Launch:
+    """`resolve_config`, then every check a run needs before it is compiled: a resume's
+    changes (refused unless `force`, see `anakin.rundir.check_resume`), reporting sinks, the
+    config itself (`anakin.setup.setup`, which builds the program) and a resume's devices.
+    Raises ValueError naming the problem; nothing has been compiled or written then."""
+    from anakin import runner, setup
+
+    cfg, saved = resolve_config(algo, **request)
+    resume = request.get("resume")
+    if saved is not None:
+        check_resume(saved, cfg, force)
+    runner.check_reporting(cfg)
+    prepared = setup.setup(algo, cfg)
+    if saved is not None:
+        check_same_devices(Path(resume), prepared, force)
+    at = Resume(Path(resume), request.get("resume_step")) if resume is not None else None
+    return Launch(algo, cfg, prepared, at)
+
+
+def run(launch: Launch) -> Any:
+    """Trains a resolved run (`anakin.runner.train`); returns its `RunResult`."""
+    from anakin import runner
+
+    return runner.train(launch.algo, launch.cfg, launch.setup, resume=launch.resume)
+
+
+# ---- command-line flags (tyro) --------------------------------------------------------------
+
+# Short spellings: `--env NAME` for `--env.name NAME`, `--wandb` for `--wandb.enabled`, ...
+FLAG_ALIASES = {
+    "--env": "--env.name",
+    "--env-kwargs": "--env.kwargs",
+    "--env-hide": "--env.hide",
+    "--wandb": "--wandb.enabled",
+    "--no-wandb": "--wandb.no-enabled",
+    "--render-every": "--render.every-env-steps",
+}
+
+
+def expand_aliases(args: Sequence[str]) -> list[str]:
+    out = []
+    for a in args:
+        flag, eq, value = a.partition("=")
+        out.append(FLAG_ALIASES.get(flag, flag) + eq + value)
+    return out
+
+
+def take_flag(args: list[str], flag: str, value: bool = True) -> str | bool | None:
+    """Removes `flag` (and its value, as `--flag V` or `--flag=V`) from `args`; returns the
+    value (True for a flag without one), or None when absent."""
+    for i, a in enumerate(args):
+        if a == flag:
+            if not value:
+                del args[i]
+                return True
+            if i + 1 >= len(args):
+                raise ValueError(f"{flag} needs a value")
+            found = args[i + 1]
+            del args[i : i + 2]
+            return found
+        if value and a.startswith(flag + "="):
+            del args[i]
+            return a.split("=", 1)[1]
+    return None
+
+
+def int_flag(flag: str, text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"{flag} {text!r} must be an integer") from None
+
+
+def split_train_flags(argv: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
+    """`anakin train ALGO`'s own flags (--preset, --resume, --resume-step, --force) as
+    `resolve`'s keywords, and the config flags left for tyro."""
+    rest = list(argv)
+    request = {
+        "preset": take_flag(rest, "--preset"),
+        "resume": take_flag(rest, "--resume"),
+        "resume_step": int_flag("--resume-step", take_flag(rest, "--resume-step")),
+        "force": bool(take_flag(rest, "--force", value=False)),
+    }
+    return request, rest
+
+
+def config_for_flags(algo: str, argv: Sequence[str]) -> TrainConfig:
+    """The config `anakin train ALGO ARGV...` (without --resume) would train with, for tools
+    that must know it without training (scripts/suite.py --reuse)."""
+    request, flags = split_train_flags(argv)
+    request.pop("force")
+    return resolve_config(algo, flags=flags, **request)[0]
+
+
+def parse_flags(algo: str, default: TrainConfig, source: str, args: list[str]) -> TrainConfig:
+    """`default` with command-line flags applied (tyro; `--help` prints the help and exits).
+    A flag tyro cannot parse is a one-line ValueError."""
+    entry = algorithms.get(algo)
+    return tyro_cli(
+        TrainConfig[entry.config_cls],
+        default=default,
+        args=expand_aliases(args),
+        prog=f"anakin train {algo} [--preset {'|'.join(entry.presets)}] "
+        "[--resume RUN_DIR [--resume-step N] [--force]]",
+        description=f"Train {algo} (defaults shown are those of {source}).",
+    )
+
+
+def tyro_cli(target: Any, *, args: list[str], **kw: Any) -> Any:
+    """`tyro.cli(target, args=args, ...)` for a dataclass `target`, with tyro's framed error
+    reports turned into one-line ValueErrors; `--help` still prints the help and exits
+    (SystemExit 0)."""
+    import tyro
+
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            parsed = tyro.cli(target, args=args, **kw)
+    except SystemExit as e:
+        if not e.code:
+            sys.stderr.write(err.getvalue())
+            raise
+        raise ValueError(one_line(err.getvalue())) from None
+    sys.stderr.write(err.getvalue())
+    return parsed
+
+
+def call_with_flags(fn: Callable[..., Any], args: list[str], prog: str) -> Any:
+    """Calls `fn` with its arguments parsed from `args` by tyro (its docstring's Args are the
+    help; positional-only parameters are positional arguments), errors as in `tyro_cli`. The
+    call itself runs outside the parser, so what `fn` prints or raises is its own."""
+
+    @functools.wraps(fn)
+    def bound(*a: Any, **k: Any) -> tuple[tuple, dict]:
+        return a, k
+
+    a, k = tyro_cli(bound, args=args, prog=prog)
+    return fn(*a, **k)
+
+
+_FRAME = re.compile(r"[│╭╮╰╯─]+")
+
+
+def one_line(report: str) -> str:
+    """tyro's framed error report as one line: its title, its first paragraph and what it
+    suggests instead."""
+    title, paragraphs, current = "", [], []
+    for raw in report.splitlines():
+        line = raw.strip()
+        if line.startswith("╭"):
+            title = _FRAME.sub(" ", line).strip()
+            continue
+        if set(line) <= set("│─ ╰╯"):
+            if current:
+                paragraphs.append(" ".join(current))
+                current = []
+            continue
+        current.append(_FRAME.sub(" ", line).strip())
+    if current:
+        paragraphs.append(" ".join(current))
+    paragraphs = [p for p in paragraphs if p and not p.startswith("For full helptext")]
+    if not paragraphs:
+        return title or report.strip().splitlines()[-1]
+    text = " ".join(paragraphs[0].split())
+    bad = _BAD_NUMBER.match(text)
+    if bad:
+        flag, as_int, _, value = bad.groups()
+        text = f"{flag} {value!r} must be {'an integer' if as_int else 'a number'}"
+    hint = next((p for p in paragraphs[1:] if p.startswith("Perhaps you meant")), None)
+    if hint:
+        text += "; did you mean " + " ".join(hint.split()[3:5]) + "?"
+    return text
+
+
+_BAD_NUMBER = re.compile(
+    r"Error parsing (\S+): (?:invalid literal for (int)\(\) with base 10|could not convert "
+    r"string to (float)): '(.*)'$"
+)
+
+
+# ---- settings by dotted name (Python) -------------------------------------------------------
+
+
+def _hints(cls: type, algo_cls: type) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls)
+    if cls is TrainConfig:
+        hints["algo"] = algo_cls
+    return hints
+
+
+def _convert(name: str, hint: Any, value: Any) -> Any:
+    """`value` as the field's type where that is unambiguous; ValueError naming the field."""
+    if hint is bool:
+        if not isinstance(value, bool | np.bool_):
+            raise ValueError(f"{name}={value!r} must be True or False")
+        return bool(value)
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int | float | np.number):
+            raise ValueError(f"{name}={value!r} must be an integer")
+        if not isinstance(value, int | np.integer) and not float(value).is_integer():
+            raise ValueError(f"{name}={value!r} must be a whole number")
+        return int(value)
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, int | float | np.number):
+            raise ValueError(f"{name}={value!r} must be a number")
+        return float(value)
+    if hint is str and not isinstance(value, str | Path):
+        raise ValueError(f"{name}={value!r} must be a string")
+    if hint is str:
+        return str(value)
+    if typing.get_origin(hint) is tuple:
+        return tuple(value) if isinstance(value, list | tuple) else (value,)
+    return value
+
+
+def _override(cfg: Any, dotted: str, value: Any, algo_cls: type, path: str = "") -> Any:
+    """`cfg` with the field at `dotted` (e.g. "algo.learning_rate", hyphens or underscores)
+    set to `value`; ValueError naming an unknown setting and the closest ones."""
+    head, _, rest = dotted.partition(".")
+    head = head.replace("-", "_")
+    fields = [f.name for f in dataclasses.fields(type(cfg))]
+    where = f"{path}{head}"
+    if head not in fields:
+        close = difflib.get_close_matches(head, fields, n=3)
+        hint = f"; did you mean {', '.join(path + c for c in close)}?" if close else ""
+        raise ValueError(
+            f"unknown setting {where!r}{hint} ({path or 'the top level'} has {', '.join(fields)})"
+        )
+    current = getattr(cfg, head)
+    if rest:
+        if not dataclasses.is_dataclass(current):
+            raise ValueError(f"{where!r} is a value, not a group of settings; drop {'.' + rest!r}")
+        value = _override(current, rest, value, algo_cls, f"{where}.")
+    elif dataclasses.is_dataclass(current) and not dataclasses.is_dataclass(value):
+        if head == "env" and isinstance(value, str):
+            value = dataclasses.replace(current, name=value)
+        elif isinstance(value, Mapping):
+            for k, v in value.items():
+                current = _override(current, k, v, algo_cls, f"{where}.")
+            value = current
+        else:
+            raise ValueError(f"{where}={value!r} must be a dict of its settings")
+    else:
+        value = _convert(where, _hints(type(cfg), algo_cls).get(head), value)
+    return dataclasses.replace(cfg, **{head: value})
