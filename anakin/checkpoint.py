@@ -219,7 +219,14 @@ class Checkpointer:
         path = self.dir / PINNED
         if not path.exists():
             return {}
-        return {int(k): v for k, v in json.loads(path.read_text()).items()}
+        try:
+            return {int(k): str(v) for k, v in json.loads(path.read_text()).items()}
+        except (ValueError, AttributeError) as e:
+            raise CheckpointError(
+                f"{path} is corrupted ({str(e).splitlines()[0][:120]}); it lists the checkpoints "
+                'kept whatever checkpoint.keep says: repair it as JSON {"STEP": "why"} '
+                "or delete it"
+            ) from None
 
     def pin(self, step: int, why: str) -> None:
         """Keeps checkpoint `step` whatever `keep` says, e.g. the last one before a forced

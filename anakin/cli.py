@@ -52,7 +52,12 @@ def _train(argv: list[str]) -> int:
         return _error("train", str(e))
     try:
         result = launch.run(prepared)
-    except (runner.TrainingDiverged, runner.RunWriteFailed, CheckpointError) as e:
+    except (
+        runner.TrainingDiverged,
+        runner.RunWriteFailed,
+        runner.HookFailed,
+        CheckpointError,
+    ) as e:
         return _error("train", str(e), code=3)
     except (runner.NothingToResume, logger.SinkError, ValueError) as e:
         return _error("train", str(e))

@@ -27,6 +27,16 @@ def check_out_dir(out: str) -> None:
         raise ValueError(f"--out {out}: cannot create directories in {path} (permission denied)")
 
 
+def check_run_name(name: str) -> None:
+    """ValueError unless `name` is one directory name (the run directory is made inside
+    --out, never elsewhere): no path separator, not "." or ".."."""
+    if name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
+        raise ValueError(
+            f"--run-name {name!r} must be one directory name (no '/', not '.' or '..'): the "
+            "run directory is made inside --out; choose the parent directory with --out"
+        )
+
+
 def make_run_dir(out: str, name: str) -> Path:
     """A fresh directory `out/name`; `-1`, `-2`, ... are appended rather than reusing one."""
     check_out_dir(out)
@@ -107,17 +117,22 @@ def truncate_metrics(run_dir: str | Path, max_env_steps: int) -> None:
     os.replace(tmp, path)
 
 
+def require_tensorboard() -> Any:
+    """tensorboardX's SummaryWriter, or ValueError with the install command."""
+    try:
+        from tensorboardX import SummaryWriter
+    except ImportError:
+        raise ValueError(
+            'tensorboard=True needs tensorboardX: pip install -e ".[tensorboard]"'
+        ) from None
+    return SummaryWriter
+
+
 class TensorBoardWriter:
     """Scalars of each record as TensorBoard events (step = env steps), via tensorboardX."""
 
     def __init__(self, path: Path):
-        try:
-            from tensorboardX import SummaryWriter
-        except ImportError:
-            raise ValueError(
-                'tensorboard=True needs tensorboardX: pip install -e ".[tensorboard]"'
-            ) from None
-        self._w = SummaryWriter(str(path))
+        self._w = require_tensorboard()(str(path))
 
     def write(self, record: dict[str, Any]) -> None:
         step = record["env_steps"]

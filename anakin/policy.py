@@ -5,6 +5,7 @@ Python API). Episodes run on device; `anakin.video` draws the frames on the host
 from __future__ import annotations
 
 import math
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -142,7 +143,15 @@ def evaluate_checkpoint(
         **summary,
     }
     if jax.process_index() == 0:
-        logger.write_json(Path(run_dir) / f"evaluation-{saved.step}.json", out)
+        path = Path(run_dir) / f"evaluation-{saved.step}.json"
+        try:
+            logger.write_json(path, out)
+        except OSError as e:  # a read-only run directory: the result is still returned
+            print(
+                f"[anakin] warning: the evaluation was not saved to {path} "
+                f"({e.strerror or e}); its record follows",
+                file=sys.stderr,
+            )
     return out
 
 

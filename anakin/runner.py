@@ -60,6 +60,11 @@ class TrainingDiverged(RuntimeError):
     """The loss or the parameters became non-finite; the run stopped without checkpointing."""
 
 
+class HookFailed(RuntimeError):
+    """An evaluation or a video between program calls failed; the message names the
+    checkpoint written before it."""
+
+
 class RunWriteFailed(RuntimeError):
     """Writing the run directory failed (a full disk, a vanished directory); the message names
     the newest good checkpoint, which a resume continues from."""
@@ -166,6 +171,8 @@ def check_reporting(cfg: TrainConfig) -> None:
         video.require()
     if cfg.wandb.enabled:
         logger.require_wandb()
+    if cfg.tensorboard:
+        logger.require_tensorboard()
 
 
 class _Videos:
@@ -350,22 +357,14 @@ class _BetweenCalls:
         self.times[hook] += time.monotonic() - t0
 
     def __call__(self, state: RunnerState, record: dict[str, Any], last: bool) -> None:
+        # The checkpoint first: whatever fails after it (an evaluation, a video) leaves the
+        # call's state saved, to resume or evaluate.
+        self._checkpoint(state, record, last)
+        self._run_hook("evaluation", self._evaluate, state, record, last)
+        self._run_hook("video", self._video, state, record, last)
+
+    def _checkpoint(self, state: RunnerState, record: dict[str, Any], last: bool) -> None:
         cfg, per_call, steps_now = self.cfg, self.s.steps_per_call, record["env_steps"]
-        if self.s.evaluate and _due(cfg.eval.every_env_steps, steps_now, per_call, last):
-            t0 = time.monotonic()
-            self.last_eval = _evaluate(self.s, state, cfg.arch.seed, record["call"])
-            if self.s.runs:
-                per_run = self.last_eval.pop("per_run_eval")
-                for p, e in zip(record["per_run"], per_run, strict=True):
-                    p.update(e)
-            self._add("eval", t0)
-            record.update(self.last_eval)
-        if self.videos and _due(cfg.render.every_env_steps, steps_now, per_call, last):
-            t0 = time.monotonic()
-            path = self.videos(state, steps_now)
-            self.reporter.video(steps_now, path)
-            self._add("render", t0)
-            record["video"] = str(path.relative_to(self.run_dir))
         every = cfg.checkpoint.every_seconds
         on_time = every > 0 and time.monotonic() - self.last_save >= every
         if self.checkpointer and (
@@ -387,6 +386,45 @@ class _BetweenCalls:
             self.last_save = time.monotonic()
             self.last_good = steps_now
             record["checkpoint"] = steps_now
+
+    def _evaluate(self, state: RunnerState, record: dict[str, Any], last: bool) -> None:
+        cfg, per_call, steps_now = self.cfg, self.s.steps_per_call, record["env_steps"]
+        if self.s.evaluate and _due(cfg.eval.every_env_steps, steps_now, per_call, last):
+            t0 = time.monotonic()
+            self.last_eval = _evaluate(self.s, state, cfg.arch.seed, record["call"])
+            if self.s.runs:
+                per_run = self.last_eval.pop("per_run_eval")
+                for p, e in zip(record["per_run"], per_run, strict=True):
+                    p.update(e)
+            self._add("eval", t0)
+            record.update(self.last_eval)
+
+    def _video(self, state: RunnerState, record: dict[str, Any], last: bool) -> None:
+        cfg, per_call, steps_now = self.cfg, self.s.steps_per_call, record["env_steps"]
+        if self.videos and _due(cfg.render.every_env_steps, steps_now, per_call, last):
+            t0 = time.monotonic()
+            path = self.videos(state, steps_now)
+            self.reporter.video(steps_now, path)
+            self._add("render", t0)
+            record["video"] = str(path.relative_to(self.run_dir))
+
+    def _run_hook(self, what: str, hook: Callable, *args: Any) -> None:
+        """Runs `hook`; an error inside it (other than a failed write, reported as such)
+        stops the run with one line naming the checkpoint that holds its state."""
+        try:
+            hook(*args)
+        except (OSError, KeyboardInterrupt):
+            raise
+        except Exception as e:  # a JAX error deep in an episode runner, a renderer, ...
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+            saved = (
+                f"the run is saved at env step {self.last_good:,}: evaluate it with anakin "
+                f"evaluate {self.run_dir}, or resume it with anakin train {self.s.algo_name} "
+                f"--resume {self.run_dir}"
+                if self.last_good is not None
+                else "no checkpoint was written"
+            )
+            raise HookFailed(f"the {what} failed ({type(e).__name__}: {first}); {saved}") from e
 
 
 def _one_call(
@@ -515,6 +553,11 @@ def _train(
                 reached = {"env_steps": record["env_steps"], "wall_time": record["wall_time"]}
             interrupted = signals.agreed()
             last = stop or interrupted is not None or call == num_calls - 1
+            if primary and not (run_dir / "config.json").is_file():
+                raise RunWriteFailed(
+                    f"the run directory {run_dir} was deleted or moved while training (its "
+                    "config.json is gone); nothing more is written"
+                )
             between(state, record, last)
             reporter.write(record, final=last)
             records.append(record)

@@ -80,6 +80,8 @@ def setup(algo_name: str, cfg: TrainConfig) -> Setup:
         raise ValueError(f"stop_return={cfg.stop_return} must be a finite number (or left out)")
     envs.check_name(cfg.env.name)
     logger.check_out_dir(cfg.out)
+    if cfg.run_name:
+        logger.check_run_name(cfg.run_name)
     devices = dev.select(cfg.arch.num_devices)
     cfg.arch.validate(len(devices))
     cfg.eval.validate(len(devices))

@@ -73,7 +73,9 @@ def check_out(out: Path, overwrite: bool = False) -> None:
     if out.suffix.lower() not in FORMATS:
         raise ValueError(f"--out {out}: write a {' or '.join(FORMATS)} file")
     if out.exists() and not overwrite:
-        raise ValueError(f"--out {out} already exists; pass --overwrite to replace it")
+        raise ValueError(
+            f"--out {out} already exists; pass --overwrite (overwrite=True) to replace it"
+        )
     parent = out.parent
     if not parent.is_dir():
         raise ValueError(f"--out {out}: the directory {parent} does not exist")

@@ -1,0 +1,109 @@
+"""What fails late must not lose the run: the checkpoint is written before evaluation and
+video, a failing hook or a vanished run directory stops with one line, and a refused command
+changes no file."""
+
+import json
+import sys
+
+import pytest
+
+from anakin import cli, logger, runner
+from anakin.checkpoint import Checkpointer, CheckpointError
+
+TINY = ["train", "impala", "--preset", "tiny", "--quiet"]
+
+
+def snapshot(root) -> dict:
+    return {
+        str(p.relative_to(root)): (p.stat().st_size, p.read_bytes() if p.is_file() else None)
+        for p in sorted(root.rglob("*"))
+    }
+
+
+def one_error_line(capsys) -> str:
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def saved_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("runs")
+    assert cli.main([*TINY, "--out", str(out), "--run-name", "r"]) == 0
+    return out / "r"
+
+
+def test_a_failing_final_evaluation_keeps_the_final_checkpoint(tmp_path, monkeypatch, capsys):
+    def broken(*args):
+        raise OverflowError("Python int too large to convert to C int")
+
+    monkeypatch.setattr(runner, "_evaluate", broken)
+    assert cli.main([*TINY, "--out", str(tmp_path), "--run-name", "e"]) == 3
+    line = one_error_line(capsys)
+    assert line.startswith("anakin train: error: the evaluation failed (OverflowError: Python int")
+    assert "saved at env step 128" in line and "anakin evaluate" in line
+    assert Checkpointer(tmp_path / "e").good_steps() == [128]
+    monkeypatch.undo()
+    assert cli.main(["evaluate", str(tmp_path / "e"), "--episodes", "4"]) == 0
+
+
+def test_a_run_directory_deleted_mid_run_stops_at_the_next_call(tmp_path, monkeypatch, capsys):
+    import shutil
+
+    real = runner._one_call
+
+    def and_delete(s, *args):
+        out = real(s, *args)
+        shutil.rmtree(tmp_path / "d")
+        return out
+
+    monkeypatch.setattr(runner, "_one_call", and_delete)
+    assert cli.main([*TINY, "--out", str(tmp_path), "--run-name", "d"]) == 3
+    assert "the run directory" in one_error_line(capsys)
+    assert not (tmp_path / "d").exists()
+
+
+@pytest.mark.parametrize("name", ["../x", "/abs", "a/b", ".."])
+def test_a_run_name_cannot_leave_the_out_directory(tmp_path, name, capsys):
+    out = tmp_path / "runs"
+    assert cli.main([*TINY, "--out", str(out), "--run-name", name]) == 2
+    assert f"--run-name {name!r} must be one directory name" in one_error_line(capsys)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_resume_step_needs_resume(tmp_path, capsys):
+    assert cli.main([*TINY, "--out", str(tmp_path), "--resume-step", "64"]) == 2
+    assert "--resume-step 64 needs --resume" in one_error_line(capsys)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_refused_resume_changes_no_file(saved_run, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "tensorboardX", None)  # not installed
+    before = snapshot(saved_run)
+    args = ["train", "impala", "--resume", str(saved_run), "--arch.total-env-steps", "256"]
+    assert cli.main([*args, "--tensorboard"]) == 2
+    assert "needs tensorboardX" in one_error_line(capsys)
+    assert snapshot(saved_run) == before
+    assert json.loads((saved_run / "config.json").read_text())["config"]["tensorboard"] is False
+
+
+def test_a_corrupt_pin_list_is_named(saved_run):
+    ckpt = Checkpointer(saved_run)
+    (ckpt.dir / "pinned.json").write_text("{not json")
+    try:
+        with pytest.raises(CheckpointError, match="pinned.json is corrupted"):
+            ckpt.pinned()
+    finally:
+        (ckpt.dir / "pinned.json").unlink()
+        ckpt.close()
+
+
+def test_an_unwritable_run_directory_still_gives_the_evaluation(saved_run, monkeypatch, capsys):
+    def read_only(path, obj):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(logger, "write_json", read_only)
+    assert cli.main(["evaluate", str(saved_run), "--episodes", "4"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["eval_episodes"] == 4
+    assert "was not saved" in captured.err and "Permission denied" in captured.err
