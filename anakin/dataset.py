@@ -77,7 +77,7 @@ import json
 import os
 import zipfile
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
@@ -183,53 +183,54 @@ def _check_key(key: Any, where: str) -> None:
         )
 
 
-def _leaves(tree: Any, field: str) -> tuple[dict[str, Any], Any]:
-    """A step field's leaves by their array names in the file, in storage order (dict keys
-    sorted, named-tuple fields in order, then indices), and the tree's structure.
+class _Flat(NamedTuple):
+    """A step field's tree flattened by `jax.tree_util`, with names as the file spells them."""
 
-    A leaf's name is `field`/<path>, or `field` alone for a tree that is one array.
-    """
+    leaves: dict[str, Any]  # array name -> leaf, in storage order
+    kinds: dict[str, str]  # every node's name (parents first) -> "one array", "a dict", ...
+    treedef: Any  # rebuilds the tree from its leaves in storage order
+
+
+_KINDS = {
+    jax.tree_util.DictKey: "a dict",
+    jax.tree_util.GetAttrKey: "a named tuple",
+    jax.tree_util.SequenceKey: "a list or tuple",
+}
+
+
+def _flatten(tree: Any, field: str) -> _Flat:
+    """`tree`'s leaves and nodes by their names: `field`/<path>, or `field` alone for the root
+    (so a tree that is one array is named `field`), in storage order: dict keys sorted,
+    named-tuple fields in order, then indices."""
     try:
         flat, treedef = jax.tree_util.tree_flatten_with_path(tree, is_leaf=_is_leaf)
     except ValueError as e:  # dict keys of several types, which cannot be sorted
         raise _TreeError(f"{field!r} holds a dict whose keys cannot be sorted ({e})") from None
-    named = {}
+    leaves, kinds = {}, {}
     for path, leaf in flat:
         for i, key in enumerate(path):
+            parent = _name(field, path[:i])
             if isinstance(key, jax.tree_util.DictKey):
-                _check_key(key.key, _name(field, path[:i]))
-        named[_name(field, path)] = leaf
-    return named, treedef
+                _check_key(key.key, parent)
+            kinds.setdefault(parent, _KINDS[type(key)])
+        leaves[_name(field, path)] = leaf
+        kinds[_name(field, path)] = "one array"
+    return _Flat(leaves, kinds, treedef)
 
 
 def _name(field: str, path: tuple) -> str:
     return f"{field}/{jax.tree_util.keystr(path, simple=True, separator='/')}" if path else field
 
 
-def _difference(got: Iterable[str], want: Iterable[str]) -> str | None:
-    """Where a tree whose leaves have the array names `got` first parts from one with `want`."""
-    got, want = list(got), list(want)
-
-    def nodes(names):  # every leaf's name and its ancestors': "a/b" -> {"a", "a/b"}
-        parts = [n.split("/") for n in names]
-        return {"/".join(p[:i]) for p in parts for i in range(1, len(p) + 1)}
-
-    have, need = nodes(got), nodes(want)
-    for n in got:
-        if n not in want and n in need:
-            return f"{n!r} is one array, expected a tree of arrays"
-    for n in want:
-        if n not in got and n in have:
-            return f"{n!r} is a tree of arrays, expected one array"
-    for names, other, problem in (
-        (want, have, "is missing"),
-        (got, need, "is not in the expected tree"),
-    ):
-        for n in names:
-            if n not in other:
-                first = min((a for a in nodes([n]) if a not in other), key=len)
-                return f"{first!r} {problem}"
-    return None
+def _difference(got: _Flat, want: _Flat) -> str | None:
+    """Where the tree `got` first parts from the tree `want`, parents before their children."""
+    for name, kind in want.kinds.items():
+        if name not in got.kinds:
+            return f"{name!r} is missing"
+        if got.kinds[name] != kind:
+            return f"{name!r} is {got.kinds[name]}, expected {kind}"
+    extra = [name for name in got.kinds if name not in want.kinds]
+    return f"{extra[0]!r} is not in the expected tree" if extra else None
 
 
 @functools.cache
@@ -261,6 +262,12 @@ def _tree_meta(tree: Any, where: str = "observation") -> Any:
         ) from None
 
 
+def _is_shape(value: Any) -> bool:
+    return isinstance(value, list | tuple) and all(
+        isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in value
+    )
+
+
 def _template(node: Any, where: str = "observation") -> Any:
     """The tree (ShapeDtypeStruct leaves) that an "obs" meta node describes; checks the node."""
     if not isinstance(node, dict):
@@ -268,9 +275,7 @@ def _template(node: Any, where: str = "observation") -> Any:
     keys = set(node)
     if keys == {"shape", "dtype"}:
         shape, dtype = node["shape"], node["dtype"]
-        if not isinstance(shape, list) or not all(
-            isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape
-        ):
+        if not _is_shape(shape):
             raise _TreeError(f"{where!r} has shape {shape!r}, not a list of non-negative ints")
         try:
             return jax.ShapeDtypeStruct(tuple(shape), np.dtype(dtype))
@@ -354,12 +359,13 @@ def _first_difference(ours: Any, theirs: Any, where: str = "observation") -> str
 
 def _cast(spec: EnvSpec, tree: Any, field: str) -> Any:
     """`tree`'s leaves as numpy arrays of the dtypes of `spec.obs`, in its containers."""
-    want, treedef = _leaves(spec.obs, field)
-    got, _ = _leaves(tree, field)
+    want, got = _flatten(spec.obs, field), _flatten(tree, field)
     difference = _difference(got, want)
     if difference:
         raise _TreeError(difference)
-    return treedef.unflatten([np.asarray(got[k], np.dtype(s.dtype)) for k, s in want.items()])
+    return want.treedef.unflatten(
+        [np.asarray(got.leaves[k], np.dtype(s.dtype)) for k, s in want.leaves.items()]
+    )
 
 
 # --- building ------------------------------------------------------------------------------
@@ -552,33 +558,28 @@ def check_meta(meta: Any, name: str = "dataset") -> dict[str, Any]:
     missing = [k for k in _REQUIRED_META[version] if k not in meta]
     if missing:
         raise _meta_error(name, f"lacks the required keys {missing}")
-    out, obs_keys = {}, "obs"
-    for k, v in meta.items():  # in the same order, "obs" where version 1 has "obs_shape"
-        if version == 1 and k == "obs_shape":
-            out["obs"], obs_keys = {"shape": v, "dtype": meta["obs_dtype"]}, "obs_shape/obs_dtype"
-        elif not (version == 1 and k == "obs_dtype"):
+    out = {}
+    for k, v in meta.items():  # version 1's obs_shape and obs_dtype become "obs", in their place
+        if version == 1 and k in ("obs_shape", "obs_dtype"):
+            out["obs"] = {"shape": meta["obs_shape"], "dtype": meta["obs_dtype"]}
+        else:
             out[k] = v
     out["version"] = VERSION
-
-    def int_list(key):
-        value = meta[key]
-        ok = isinstance(value, list | tuple) and all(
-            isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in value
-        )
-        if not ok:
-            raise _meta_error(name, f"{key}={value!r} must be a list of non-negative ints")
-        return [int(d) for d in value]
-
+    obs_keys = "obs" if version == 2 else "obs_shape/obs_dtype"
     if not isinstance(meta["env"], str):
         raise _meta_error(name, f"env={meta['env']!r} must be a string")
     try:
         template = _template(out["obs"])
     except _TreeError as e:
         raise _meta_error(name, f"{obs_keys}: {e}") from None
-    if not _leaves(template, "observation")[0]:
+    if not _flatten(template, "observation").leaves:
         raise _meta_error(name, f"obs={out['obs']!r} holds no arrays")
     out["obs"] = _tree_meta(template)  # in canonical form
-    out["action_shape"] = int_list("action_shape")
+    if not _is_shape(meta["action_shape"]):
+        raise _meta_error(
+            name, f"action_shape={meta['action_shape']!r} must be a list of non-negative ints"
+        )
+    out["action_shape"] = [int(d) for d in meta["action_shape"]]
     try:
         action_dtype = np.dtype(meta["action_dtype"])
     except TypeError:
@@ -657,18 +658,18 @@ def check(dataset: Dataset, spec: EnvSpec | None = None, name: str = "dataset") 
     templates = _templates(meta)
     for k, template in templates.items():
         value = getattr(dataset, k)
-        want, _ = _leaves(template, k)
+        want = _flatten(template, k)
         try:
-            got, treedef = _leaves(value if k in _OBS_ARRAYS else np.asarray(value), k)
+            got = _flatten(value if k in _OBS_ARRAYS else np.asarray(value), k)
             difference = _difference(got, want)
         except _TreeError as e:
             difference = str(e)
         if difference:
             raise fail(f"the {k.replace('_', ' ')} tree differs from meta's: {difference}")
-        leaves = {n: np.asarray(x) for n, x in got.items()}
-        fields[k] = treedef.unflatten(list(leaves.values()))
+        leaves = {n: np.asarray(x) for n, x in got.leaves.items()}
+        fields[k] = got.treedef.unflatten(list(leaves.values()))
         arrays |= leaves
-        expected |= want
+        expected |= want.leaves
 
     scalars = [k for k, x in arrays.items() if x.ndim == 0]
     if scalars:
@@ -716,7 +717,7 @@ def check(dataset: Dataset, spec: EnvSpec | None = None, name: str = "dataset") 
             f"step {t} ends an episode but step {t + 1} is not marked episode_start; steps must "
             "be stored episode by episode"
         )
-    obs, nxt = (_leaves(templates[k], k)[0] for k in _OBS_ARRAYS)
+    obs, nxt = (_flatten(templates[k], k).leaves for k in _OBS_ARRAYS)
     found = _first_discontinuity(
         {k: arrays[k] for k in obs}, {k: arrays[k] for k in nxt}, arrays["episode_start"]
     )
@@ -815,7 +816,7 @@ def save(path: str | os.PathLike, dataset: Dataset, *, compress: bool = False) -
         raise _meta_error(name, f"cannot be written as JSON: {e}") from None
     if os.path.isdir(name):
         raise DatasetError(f"{name}: is a directory; pass a file path such as {name}/demo.npz")
-    arrays = {n: x for k in STEP_ARRAYS for n, x in _leaves(getattr(dataset, k), k)[0].items()}
+    arrays = {n: x for k in STEP_ARRAYS for n, x in _flatten(getattr(dataset, k), k).leaves.items()}
     write = np.savez_compressed if compress else np.savez
     try:
         os.makedirs(os.path.dirname(os.path.abspath(name)), exist_ok=True)
@@ -884,18 +885,13 @@ def load(path: str | os.PathLike, spec: EnvSpec | None = None) -> Dataset:
         def read(k: str) -> np.ndarray:
             try:
                 return archive[k]
-            except ValueError as e:
-                if "allow_pickle" in str(e):
+            except _READ_ERRORS as e:
+                if isinstance(e, ValueError) and "allow_pickle" in str(e):
                     raise DatasetError(
                         f"{name}: array {k!r} is stored as pickled Python objects (dtype object); "
                         "anakin never unpickles data: store plain numeric arrays, and meta as a "
                         "JSON string"
                     ) from None
-                raise DatasetError(
-                    f"{name}: array {k!r} cannot be read; the file is truncated or corrupted "
-                    f"({type(e).__name__}: {e})"
-                ) from None
-            except _READ_ERRORS as e:
                 raise DatasetError(
                     f"{name}: array {k!r} cannot be read; the file is truncated or corrupted "
                     f"({type(e).__name__}: {e})"
@@ -913,8 +909,8 @@ def load(path: str | os.PathLike, spec: EnvSpec | None = None) -> Dataset:
         # With a spec, the observation trees take its containers (its named tuples, say):
         # check_spec has found them the same as meta's.
         like = _templates(meta) | ({} if spec is None else dict.fromkeys(_OBS_ARRAYS, spec.obs))
-        trees = {k: _leaves(like[k], k) for k in STEP_ARRAYS}
-        names = [*(n for leaves, _ in trees.values() for n in leaves), "meta"]
+        trees = {k: _flatten(like[k], k) for k in STEP_ARRAYS}
+        names = [*(n for tree in trees.values() for n in tree.leaves), "meta"]
         missing = [k for k in names if k not in present]
         extra = sorted(present - set(names))
         if missing or extra:
@@ -924,9 +920,7 @@ def load(path: str | os.PathLike, spec: EnvSpec | None = None) -> Dataset:
                 f"{name}: {' and '.join(parts)}; a dataset with this meta holds exactly {names}"
             )
         arrays = {k: read(k) for k in names[:-1]}
-    fields = {
-        k: treedef.unflatten([arrays[n] for n in leaves]) for k, (leaves, treedef) in trees.items()
-    }
+    fields = {k: t.treedef.unflatten([arrays[n] for n in t.leaves]) for k, t in trees.items()}
     return check(Dataset(**fields, meta=meta), spec, name)
 
 
