@@ -26,9 +26,12 @@ Version 1 (written for environments whose observation is one array) holds exactl
 Version 2 (written for pytree observations: dicts, lists, tuples and named tuples of arrays)
 stores each observation leaf as its own array instead of `observation` and `next_observation`:
 `observation/<path>` and `next_observation/<path>`, [N, *leaf shape], where <path> joins the
-keys from the root with "/" (dict keys, list and tuple indices, named-tuple fields); e.g.
-`observation/obs` and `observation/action_mask` for {"obs": ..., "action_mask": ...}. Dict keys
-must be non-empty strings without "/". Every rule below holds leaf by leaf.
+keys from the root with "/" (dict keys, list and tuple indices, named-tuple fields:
+`jax.tree_util.keystr(path, simple=True, separator="/")`); e.g. `observation/obs` and
+`observation/action_mask` for {"obs": ..., "action_mask": ...}. Dict keys must be non-empty
+strings without "/". Every rule below holds leaf by leaf. A tree that is one array has the empty
+path: its arrays are `observation` and `next_observation`, as in version 1, so the two versions
+differ only in meta.
 
 Steps are stored episode by episode, each episode's steps contiguous and in time order, so that:
 
@@ -56,32 +59,37 @@ Steps are stored episode by episode, each episode's steps contiguous and in time
 - "source": free text saying where the data came from (default "").
 
 `load` checks all of the above and raises `DatasetError` (a `ValueError`) naming the file and
-what is wrong; datasets written elsewhere in this layout load the same way. In memory,
-`Dataset.observation` and `next_observation` are the observation trees (named tuples rebuilt
-from their names without an environment spec; the spec's own classes with one).
+what is wrong; datasets written elsewhere in this layout load the same way. In memory, every
+dataset is version 2: `load` converts version 1's meta ("obs" {"shape", "dtype"} in place of
+"obs_shape" and "obs_dtype"), and `Dataset.observation` and `next_observation` are the
+observation trees (named tuples rebuilt from their names without an environment spec; the
+spec's own classes with one). `save` writes a dataset whose observation is one array as version
+1, exactly as before observation trees, so that readers of version 1 read it; any other tree as
+version 2.
 """
 
 from __future__ import annotations
 
 import collections
-import contextlib
-import dataclasses
 import functools
 import hashlib
 import json
 import os
-import tempfile
 import zipfile
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import jax
 import numpy as np
 
-if TYPE_CHECKING:  # only the type: reading a dataset needs numpy alone
+from anakin import files
+
+if TYPE_CHECKING:
     from anakin.envs import EnvSpec
 
 FORMAT = "anakin-dataset"
+VERSION = 2  # every dataset in memory; version 1 files are converted on load
 VERSIONS = (1, 2)  # 1: one observation array; 2: an observation tree, one array per leaf
 STEP_ARRAYS = (
     "observation",
@@ -161,12 +169,68 @@ class _TreeError(Exception):
     """An observation tree that does not fit the format or its template; says where."""
 
 
-@dataclasses.dataclass(frozen=True)
-class _Leaf:
-    """One observation array as meta describes it: shape and dtype, without the step axis."""
+def _is_leaf(x: Any) -> bool:
+    # Stops jax.tree_util at anything but the format's containers (dicts, lists, tuples, named
+    # tuples): None and other pytree nodes become leaves, refused by name, not silently dropped.
+    return not isinstance(x, dict | list | tuple)
 
-    shape: tuple[int, ...]
-    dtype: np.dtype
+
+def _check_key(key: Any, where: str) -> None:
+    if not isinstance(key, str) or not key or "/" in key:
+        raise _TreeError(
+            f"{where!r} has the key {key!r}; the keys of a stored observation dict must be "
+            "non-empty strings without '/'"
+        )
+
+
+class _Flat(NamedTuple):
+    """A step field's tree flattened by `jax.tree_util`, with names as the file spells them."""
+
+    leaves: dict[str, Any]  # array name -> leaf, in storage order
+    kinds: dict[str, str]  # every node's name (parents first) -> "one array", "a dict", ...
+    treedef: Any  # rebuilds the tree from its leaves in storage order
+
+
+_KINDS = {
+    jax.tree_util.DictKey: "a dict",
+    jax.tree_util.GetAttrKey: "a named tuple",
+    jax.tree_util.SequenceKey: "a list or tuple",
+}
+
+
+def _flatten(tree: Any, field: str) -> _Flat:
+    """`tree`'s leaves and nodes by their names: `field`/<path>, or `field` alone for the root
+    (so a tree that is one array is named `field`), in storage order: dict keys sorted,
+    named-tuple fields in order, then indices."""
+    try:
+        flat, treedef = jax.tree_util.tree_flatten_with_path(tree, is_leaf=_is_leaf)
+    except ValueError as e:  # dict keys of several types, which cannot be sorted
+        raise _TreeError(f"{field!r} holds a dict whose keys cannot be sorted ({e})") from None
+    leaves, kinds = {}, {}
+    for path, leaf in flat:
+        for i, key in enumerate(path):
+            parent = _name(field, path[:i])
+            if isinstance(key, jax.tree_util.DictKey):
+                _check_key(key.key, parent)
+            kinds.setdefault(parent, _KINDS[type(key)])
+        leaves[_name(field, path)] = leaf
+        kinds[_name(field, path)] = "one array"
+    return _Flat(leaves, kinds, treedef)
+
+
+def _name(field: str, path: tuple) -> str:
+    return f"{field}/{jax.tree_util.keystr(path, simple=True, separator='/')}" if path else field
+
+
+def _difference(got: _Flat, want: _Flat) -> str | None:
+    """Where the tree `got` first parts from the tree `want`, parents before their children."""
+    for name, kind in want.kinds.items():
+        if name not in got.kinds:
+            return f"{name!r} is missing"
+        if got.kinds[name] != kind:
+            return f"{name!r} is {got.kinds[name]}, expected {kind}"
+    extra = [name for name in got.kinds if name not in want.kinds]
+    return f"{extra[0]!r} is not in the expected tree" if extra else None
 
 
 @functools.cache
@@ -176,135 +240,51 @@ def _namedtuple(name: str, fields: tuple[str, ...]) -> type:
     return collections.namedtuple(name, fields)
 
 
-def _is_namedtuple(x: Any) -> bool:
-    return isinstance(x, tuple) and hasattr(type(x), "_fields")
-
-
-def _kind(x: Any) -> str:
-    """The node kind of `x` as the format names it; "leaf" for anything else."""
-    if isinstance(x, Mapping):
-        return "dict"
-    if _is_namedtuple(x):
-        return "namedtuple"
-    if isinstance(x, tuple):
-        return "tuple"
-    return "list" if isinstance(x, list) else "leaf"
-
-
-def _children(x: Any, where: str) -> list[tuple[str, Any]]:
-    """A container's (key, child) pairs in storage order: dicts by sorted key."""
-    kind = _kind(x)
-    if kind == "dict":
-        bad = [k for k in x if not isinstance(k, str) or not k or "/" in k]
-        if bad:
-            raise _TreeError(
-                f"{where!r} has the key {bad[0]!r}; the keys of a stored observation dict must "
-                "be non-empty strings without '/'"
-            )
-        return [(k, x[k]) for k in sorted(x)]
-    if kind == "namedtuple":
-        return list(zip(type(x)._fields, x, strict=True))
-    return [(str(i), c) for i, c in enumerate(x)]
-
-
-def _kind_text(x: Any) -> str:
-    kind = _kind(x)
-    if kind == "leaf":
-        return "one array"
-    if kind == "namedtuple":
-        return f"a named tuple {type(x).__name__}"
-    return f"a {kind}"
-
-
-def _map(fn: Callable[..., Any], template: Any, *trees: Any, where: str) -> Any:
-    """`fn(name, leaf, *subtrees)` at each leaf of `template`, a tree of `_Leaf` or
-    ShapeDtypeStruct leaves; `name` is the leaf's array name (`where`/<path>).
-
-    Each of `trees` must have the template's containers, down to its leaves (what lies below is
-    the leaf's business). The result has the first tree's containers (the template's without
-    trees), so a spec's named tuples stay what they are.
-
-    Raises:
-      _TreeError: naming the first place where a tree differs from the template.
-    """
-    kind = _kind(template)
-    if kind == "leaf":
-        return fn(where, template, *trees)
-    items = _children(template, where)
-    keys = [k for k, _ in items]
-    subs = []
-    for tree in trees:
-        if _kind(tree) != kind or (kind == "namedtuple" and tree._fields != template._fields):
-            raise _TreeError(f"{where!r} is {_kind_text(tree)}, expected {_kind_text(template)}")
-        got = [k for k, _ in _children(tree, where)]
-        if got != keys:
-            extra = [k for k in got if k not in keys]
-            if extra:
-                raise _TreeError(f"{where + '/' + extra[0]!r} is not in the expected tree")
-            missing = [k for k in keys if k not in got]
-            raise _TreeError(f"{where + '/' + missing[0]!r} is missing")
-        subs.append([c for _, c in _children(tree, where)])
-    out = [
-        _map(fn, child, *(sub[i] for sub in subs), where=f"{where}/{key}")
-        for i, (key, child) in enumerate(items)
-    ]
-    like = trees[0] if trees else template
-    if kind == "dict":
-        built = dict(zip(keys, out, strict=True))
-        return built if type(like) is dict else type(like)(built)
-    if kind == "namedtuple":
-        return type(like)(*out)
-    return tuple(out) if kind == "tuple" else out
-
-
-def _leaf_meta(leaf: Any, where: str) -> dict[str, Any]:
+def _tree_meta(tree: Any, where: str = "observation") -> Any:
+    """The "obs" meta node of an observation tree whose leaves have a shape and a dtype (a
+    spec's ShapeDtypeStructs); each container of the tree is the node of that kind."""
+    if isinstance(tree, dict):
+        for k in tree:
+            _check_key(k, where)
+        return {"dict": {k: _tree_meta(tree[k], f"{where}/{k}") for k in sorted(tree)}}
+    if isinstance(tree, tuple) and hasattr(tree, "_fields"):
+        fields = {k: _tree_meta(c, f"{where}/{k}") for k, c in zip(tree._fields, tree, strict=True)}
+        return {"namedtuple": type(tree).__name__, "fields": fields}
+    if isinstance(tree, list | tuple):
+        nodes = [_tree_meta(c, f"{where}/{i}") for i, c in enumerate(tree)]
+        return {"list" if isinstance(tree, list) else "tuple": nodes}
     try:
-        return {"shape": [int(d) for d in leaf.shape], "dtype": np.dtype(leaf.dtype).name}
+        return {"shape": [int(d) for d in tree.shape], "dtype": np.dtype(tree.dtype).name}
     except (AttributeError, TypeError):
         raise _TreeError(
-            f"{where!r} is a {type(leaf).__name__}; a stored observation is an array or a tree "
+            f"{where!r} is a {type(tree).__name__}; a stored observation is an array or a tree "
             "of dicts, lists, tuples and named tuples of arrays"
         ) from None
 
 
-def _tree_meta(template: Any, where: str = "observation") -> Any:
-    """The JSON meta of an observation tree (`_Leaf` or ShapeDtypeStruct leaves)."""
-    kind = _kind(template)
-    if kind == "leaf":
-        return _leaf_meta(template, where)
-    nodes = {k: _tree_meta(c, f"{where}/{k}") for k, c in _children(template, where)}
-    if kind == "dict":
-        return {"dict": nodes}
-    if kind == "namedtuple":
-        return {"namedtuple": type(template).__name__, "fields": nodes}
-    return {kind: list(nodes.values())}
-
-
-def _shape(value: Any, where: str) -> tuple[int, ...]:
-    ok = isinstance(value, list) and all(
+def _is_shape(value: Any) -> bool:
+    return isinstance(value, list | tuple) and all(
         isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in value
     )
-    if not ok:
-        raise _TreeError(f"{where!r} has shape {value!r}, not a list of non-negative ints")
-    return tuple(value)
-
-
-def _dtype(value: Any, where: str) -> np.dtype:
-    try:
-        return np.dtype(value)
-    except TypeError:
-        raise _TreeError(f"{where!r} has dtype {value!r}, not a numpy dtype name") from None
 
 
 def _template(node: Any, where: str = "observation") -> Any:
-    """The tree (`_Leaf` leaves) that an "obs" meta node describes; checks the node."""
+    """The tree (ShapeDtypeStruct leaves) that an "obs" meta node describes; checks the node."""
     if not isinstance(node, dict):
         raise _TreeError(f"{where!r} is {node!r}, not a JSON object")
     keys = set(node)
     if keys == {"shape", "dtype"}:
-        return _Leaf(_shape(node["shape"], where), _dtype(node["dtype"], where))
+        shape, dtype = node["shape"], node["dtype"]
+        if not _is_shape(shape):
+            raise _TreeError(f"{where!r} has shape {shape!r}, not a list of non-negative ints")
+        try:
+            return jax.ShapeDtypeStruct(tuple(shape), np.dtype(dtype))
+        except TypeError:
+            raise _TreeError(f"{where!r} has dtype {dtype!r}, not a numpy dtype name") from None
     if keys == {"dict"} and isinstance(node["dict"], dict):
-        return {k: _template(c, f"{where}/{k}") for k, c in _children(node["dict"], where)}
+        for k in node["dict"]:
+            _check_key(k, where)
+        return {k: _template(c, f"{where}/{k}") for k, c in sorted(node["dict"].items())}
     for kind, build in (("list", list), ("tuple", tuple)):
         if keys == {kind} and isinstance(node[kind], list):
             return build(_template(c, f"{where}/{i}") for i, c in enumerate(node[kind]))
@@ -321,11 +301,14 @@ def _template(node: Any, where: str = "observation") -> Any:
     )
 
 
-def _obs_template(meta: dict[str, Any]) -> Any:
-    """The observation tree of checked meta: one `_Leaf` for version 1."""
-    if meta["version"] == 1:
-        return _Leaf(tuple(meta["obs_shape"]), np.dtype(meta["obs_dtype"]))
-    return _template(meta["obs"])
+def _templates(meta: dict[str, Any]) -> dict[str, Any]:
+    """Every step field's tree as checked meta describes it (ShapeDtypeStruct leaves, without
+    the step axis), in `STEP_ARRAYS` order."""
+    obs = _template(meta["obs"])
+    flag = jax.ShapeDtypeStruct((), np.dtype(bool))
+    number = jax.ShapeDtypeStruct((), np.dtype(np.float32))
+    action = jax.ShapeDtypeStruct(tuple(meta["action_shape"]), np.dtype(meta["action_dtype"]))
+    return dict(zip(STEP_ARRAYS, (obs, action, number, number, flag, flag, obs, flag), strict=True))
 
 
 def _obs_text(node: Any) -> str:
@@ -374,11 +357,15 @@ def _first_difference(ours: Any, theirs: Any, where: str = "observation") -> str
     return f"{where!r} has fields {list(a)} in the dataset but {list(b)} in the environment"
 
 
-def _names(template: Any, field: str) -> list[str]:
-    """The array names of `field`'s leaves, in storage order."""
-    names: list[str] = []
-    _map(lambda name, leaf: names.append(name), template, where=field)
-    return names
+def _cast(spec: EnvSpec, tree: Any, field: str) -> Any:
+    """`tree`'s leaves as numpy arrays of the dtypes of `spec.obs`, in its containers."""
+    want, got = _flatten(spec.obs, field), _flatten(tree, field)
+    difference = _difference(got, want)
+    if difference:
+        raise _TreeError(difference)
+    return want.treedef.unflatten(
+        [np.asarray(got.leaves[k], np.dtype(s.dtype)) for k, s in want.leaves.items()]
+    )
 
 
 # --- building ------------------------------------------------------------------------------
@@ -401,21 +388,16 @@ def from_steps(
 
     Arrays are cast to the format's dtypes (observation leaves to the dtypes of `spec.obs`,
     discrete actions to int32, continuous ones to float32); `discount` is derived from
-    `terminated`. Observations are trees with the containers of `spec.obs` (one array for a
-    single-array spec). Without `episode_start`, step 0 and every step after a terminated or
-    truncated one start episodes. `meta` is filled from `spec` (its `name` is the env name),
-    with the episode count and the mean return of complete episodes; a single-array spec makes
-    a version 1 dataset, a tree a version 2 one.
+    `terminated`. Observations are trees with the leaves of `spec.obs` (one array for a
+    single-array spec), returned in its containers. Without `episode_start`, step 0 and every
+    step after a terminated or truncated one start episodes. `meta` is filled from `spec` (its
+    `name` is the env name), with the episode count and the mean return of complete episodes.
     """
     name = "the new dataset"
     try:
         obs_meta = _tree_meta(spec.obs)
-
-        def cast(where, leaf, x):
-            return np.asarray(x, np.dtype(leaf.dtype))
-
-        observation = _map(cast, spec.obs, observation, where="observation")
-        next_observation = _map(cast, spec.obs, next_observation, where="next_observation")
+        observation = _cast(spec, observation, "observation")
+        next_observation = _cast(spec, next_observation, "next_observation")
     except _TreeError as e:
         raise DatasetError(f"{name}: {spec.name}'s observations: {e}") from None
     terminated = np.asarray(terminated, bool)
@@ -437,16 +419,12 @@ def from_steps(
         episode_start=np.asarray(episode_start, bool),
     )
     returns, _ = episode_returns(steps)
-    if spec.single_array:  # version 1, exactly as before observation trees
-        obs_keys = {"obs_shape": obs_meta["shape"], "obs_dtype": obs_meta["dtype"]}
-    else:
-        obs_keys = {"obs": obs_meta}
     meta = {
         "format": FORMAT,
-        "version": 1 if spec.single_array else 2,
+        "version": VERSION,
         "env": spec.name,
         "env_kwargs": dict(env_kwargs or {}),
-        **obs_keys,
+        "obs": obs_meta,
         "num_actions": None if spec.num_actions is None else int(spec.num_actions),
         "action_shape": [int(d) for d in spec.action_shape],
         "action_dtype": action_dtype.name,
@@ -483,20 +461,14 @@ def from_transitions(
         x = env_major(x)
         return x.reshape((-1, *x.shape[2:]))[flat]
 
-    def pick_obs(tree, field):
-        try:
-            return _map(lambda where, leaf, x: pick(x), spec.obs, tree, where=field)
-        except _TreeError as e:
-            raise DatasetError(f"the new dataset: {spec.name}'s observations: {e}") from None
-
     return from_steps(
         spec,
-        observation=pick_obs(traj.obs, "observation"),
+        observation=jax.tree.map(pick, traj.obs),
         action=pick(traj.action),
         reward=pick(traj.reward),
         terminated=pick(traj.terminated),
         truncated=pick(traj.truncated),
-        next_observation=pick_obs(traj.final_obs, "next_observation"),
+        next_observation=jax.tree.map(pick, traj.final_obs),
         episode_start=pick(traj.first),
         env_kwargs=env_kwargs,
         source=source,
@@ -526,13 +498,9 @@ def episode_returns(steps: Steps | Dataset) -> tuple[np.ndarray, np.ndarray]:
 
 
 def summary(dataset: Dataset) -> dict[str, Any]:
-    """Plain-Python statistics of a dataset (JSON-serialisable), for logs and `anakin` output."""
+    """Plain-Python statistics of a checked dataset (JSON-serialisable), for logs and output."""
     returns, lengths = episode_returns(dataset)
     meta = dataset.meta
-    if "obs" in meta:  # version 2: the observation tree
-        obs = {"obs": meta["obs"]}
-    else:
-        obs = {"obs_shape": list(meta.get("obs_shape", np.shape(dataset.observation)[1:]))}
     out: dict[str, Any] = {
         "env": meta.get("env", ""),
         "source": meta.get("source", ""),
@@ -545,7 +513,7 @@ def summary(dataset: Dataset) -> dict[str, Any]:
         "mean_episode_length": float(np.mean(lengths)) if lengths.size else None,
         "terminated": int(np.sum(dataset.terminated)),
         "truncated": int(np.sum(dataset.truncated)),
-        **obs,
+        "obs": meta["obs"],
         "num_actions": meta.get("num_actions"),
     }
     action = np.asarray(dataset.action)
@@ -576,7 +544,8 @@ def _meta_error(name: str, problem: str) -> DatasetError:
 
 
 def check_meta(meta: Any, name: str = "dataset") -> dict[str, Any]:
-    """The metadata with defaults filled in; raises `DatasetError` if it breaks the format."""
+    """The metadata in version 2's form with defaults filled in; raises `DatasetError` if it
+    breaks the format. Version 1's "obs_shape" and "obs_dtype" become the "obs" of one array."""
     if not isinstance(meta, dict):
         raise _meta_error(name, f"must be a JSON object, got {type(meta).__name__}")
     if meta.get("format") != FORMAT:
@@ -589,38 +558,34 @@ def check_meta(meta: Any, name: str = "dataset") -> dict[str, Any]:
     missing = [k for k in _REQUIRED_META[version] if k not in meta]
     if missing:
         raise _meta_error(name, f"lacks the required keys {missing}")
-
-    def int_list(key):
-        value = meta[key]
-        ok = isinstance(value, list | tuple) and all(
-            isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in value
-        )
-        if not ok:
-            raise _meta_error(name, f"{key}={value!r} must be a list of non-negative ints")
-        return [int(d) for d in value]
-
-    def dtype(key):
-        try:
-            return np.dtype(meta[key])
-        except TypeError:
-            raise _meta_error(name, f"{key}={meta[key]!r} is not a numpy dtype name") from None
-
+    out = {}
+    for k, v in meta.items():  # version 1's obs_shape and obs_dtype become "obs", in their place
+        if version == 1 and k in ("obs_shape", "obs_dtype"):
+            out["obs"] = {"shape": meta["obs_shape"], "dtype": meta["obs_dtype"]}
+        else:
+            out[k] = v
+    out["version"] = VERSION
+    obs_keys = "obs" if version == 2 else "obs_shape/obs_dtype"
     if not isinstance(meta["env"], str):
         raise _meta_error(name, f"env={meta['env']!r} must be a string")
-    out = dict(meta)
-    if version == 1:
-        out["obs_shape"] = int_list("obs_shape")
-        out["obs_dtype"] = dtype("obs_dtype").name
-    else:
-        try:
-            template = _template(meta["obs"])
-        except _TreeError as e:
-            raise _meta_error(name, f"obs: {e}") from None
-        if not _names(template, "observation"):
-            raise _meta_error(name, f"obs={meta['obs']!r} holds no arrays")
-        out["obs"] = _tree_meta(template)  # in canonical form
-    out["action_shape"] = int_list("action_shape")
-    action_dtype = dtype("action_dtype")
+    try:
+        template = _template(out["obs"])
+    except _TreeError as e:
+        raise _meta_error(name, f"{obs_keys}: {e}") from None
+    if not _flatten(template, "observation").leaves:
+        raise _meta_error(name, f"obs={out['obs']!r} holds no arrays")
+    out["obs"] = _tree_meta(template)  # in canonical form
+    if not _is_shape(meta["action_shape"]):
+        raise _meta_error(
+            name, f"action_shape={meta['action_shape']!r} must be a list of non-negative ints"
+        )
+    out["action_shape"] = [int(d) for d in meta["action_shape"]]
+    try:
+        action_dtype = np.dtype(meta["action_dtype"])
+    except TypeError:
+        raise _meta_error(
+            name, f"action_dtype={meta['action_dtype']!r} is not a numpy dtype name"
+        ) from None
     num_actions = meta["num_actions"]
     if num_actions is not None:
         if not isinstance(num_actions, int) or isinstance(num_actions, bool) or num_actions < 1:
@@ -676,7 +641,7 @@ def _first_discontinuity(
 
 def check(dataset: Dataset, spec: EnvSpec | None = None, name: str = "dataset") -> Dataset:
     """Checks a dataset against the format (and `spec`, when given); returns it with its leaves
-    as numpy arrays and its meta's defaults filled in.
+    as numpy arrays (in its own containers) and its meta in version 2's form with defaults.
 
     Raises:
       DatasetError: naming `name` (the file) and the first problem found.
@@ -686,28 +651,25 @@ def check(dataset: Dataset, spec: EnvSpec | None = None, name: str = "dataset") 
     def fail(problem: str) -> DatasetError:
         return DatasetError(f"{name}: {problem}")
 
-    # Every leaf by its array name in the file ("observation", or "observation/<path>" for
-    # trees), with what meta says of it.
+    # Every leaf by its array name in the file, and what meta says it must be.
     arrays: dict[str, np.ndarray] = {}
-    obs_leaves: dict[str, _Leaf] = {}
+    expected: dict[str, jax.ShapeDtypeStruct] = {}
     fields: dict[str, Any] = {}
-    template = _obs_template(meta)
-    for k in STEP_ARRAYS:
-        if k not in _OBS_ARRAYS:
-            arrays[k] = fields[k] = np.asarray(getattr(dataset, k))
-            continue
-
-        def leaf(where, spec_leaf, x):
-            if isinstance(x, Mapping):
-                raise _TreeError(f"{where!r} is a dict, but meta describes one array there")
-            arrays[where] = np.asarray(x)
-            obs_leaves[where] = spec_leaf
-            return arrays[where]
-
+    templates = _templates(meta)
+    for k, template in templates.items():
+        value = getattr(dataset, k)
+        want = _flatten(template, k)
         try:
-            fields[k] = _map(leaf, template, getattr(dataset, k), where=k)
+            got = _flatten(value if k in _OBS_ARRAYS else np.asarray(value), k)
+            difference = _difference(got, want)
         except _TreeError as e:
-            raise fail(f"the observation tree differs from meta's: {e}") from None
+            difference = str(e)
+        if difference:
+            raise fail(f"the {k.replace('_', ' ')} tree differs from meta's: {difference}")
+        leaves = {n: np.asarray(x) for n, x in got.leaves.items()}
+        fields[k] = got.treedef.unflatten(list(leaves.values()))
+        arrays |= leaves
+        expected |= want.leaves
 
     scalars = [k for k, x in arrays.items() if x.ndim == 0]
     if scalars:
@@ -719,22 +681,11 @@ def check(dataset: Dataset, spec: EnvSpec | None = None, name: str = "dataset") 
     n = lengths["reward"]
     if n == 0:
         raise fail("holds no steps (N = 0); a dataset needs at least one step")
-
-    expected = {
-        "action": np.dtype(meta["action_dtype"]),
-        "reward": np.dtype(np.float32),
-        "discount": np.dtype(np.float32),
-        "terminated": np.dtype(bool),
-        "truncated": np.dtype(bool),
-        "episode_start": np.dtype(bool),
-    }
-    expected |= {k: leaf.dtype for k, leaf in obs_leaves.items()}
     for k, x in arrays.items():
-        if x.dtype != expected[k]:
-            raise fail(f"array {k!r} has dtype {x.dtype.name}, expected {expected[k].name}")
-    shapes = {"action": meta["action_shape"]} | {k: leaf.shape for k, leaf in obs_leaves.items()}
+        if x.dtype != expected[k].dtype:
+            raise fail(f"array {k!r} has dtype {x.dtype.name}, expected {expected[k].dtype.name}")
     for k, x in arrays.items():
-        want = [n, *shapes.get(k, [])]
+        want = [n, *expected[k].shape]
         if list(x.shape) != want:
             raise fail(f"array {k!r} has shape {list(x.shape)}, expected {want} (meta)")
 
@@ -766,10 +717,9 @@ def check(dataset: Dataset, spec: EnvSpec | None = None, name: str = "dataset") 
             f"step {t} ends an episode but step {t + 1} is not marked episode_start; steps must "
             "be stored episode by episode"
         )
+    obs, nxt = (_flatten(templates[k], k).leaves for k in _OBS_ARRAYS)
     found = _first_discontinuity(
-        {k: arrays[k] for k in _names(template, "observation")},
-        {k: arrays[k] for k in _names(template, "next_observation")},
-        arrays["episode_start"],
+        {k: arrays[k] for k in obs}, {k: arrays[k] for k in nxt}, arrays["episode_start"]
     )
     if found is not None:
         t, nxt, obs = found
@@ -791,8 +741,9 @@ def check(dataset: Dataset, spec: EnvSpec | None = None, name: str = "dataset") 
 
 def check_spec(meta: dict[str, Any], spec: EnvSpec, name: str = "dataset") -> None:
     """Raises `DatasetError` unless the dataset's recorded env matches the chosen one: the same
-    observation tree (containers, leaf shapes and dtypes), actions and name."""
-    theirs = _tree_meta(_obs_template(meta))
+    observation tree (containers, leaf shapes and dtypes), actions and name. `meta` is checked
+    meta (`check_meta`)."""
+    theirs = meta["obs"]
     try:
         ours = _tree_meta(spec.obs)
     except _TreeError as e:
@@ -839,69 +790,39 @@ def check_output(path: str | os.PathLike, overwrite: bool = False) -> None:
         raise DatasetError(f"{name}: cannot write in {parent} (permission denied)")
 
 
-def save(path: str | os.PathLike, dataset: Dataset, *, compress: bool = False) -> None:
-    """Checks `dataset` and writes it to `path` atomically (a complete file, or none).
+def _file_meta(meta: dict[str, Any]) -> dict[str, Any]:
+    """Checked meta as a file holds it: version 1 where the observation is one array (its
+    "obs" as "obs_shape" and "obs_dtype", in the same place), else unchanged."""
+    obs = meta["obs"]
+    if "shape" not in obs:
+        return meta
+    out = {}
+    for k, v in meta.items():
+        if k == "obs":
+            out |= {"obs_shape": obs["shape"], "obs_dtype": obs["dtype"]}
+        else:
+            out[k] = 1 if k == "version" else v
+    return out
 
-    Written to a temporary file in the same directory, flushed to disk, then renamed over
-    `path`, so a crash never leaves a half-written dataset behind.
-    """
+
+def save(path: str | os.PathLike, dataset: Dataset, *, compress: bool = False) -> None:
+    """Checks `dataset` and writes it to `path` atomically (a complete file, or none), making
+    its directory if needed; a one-array observation is written as version 1."""
     name = os.fspath(path)
     dataset = check(dataset, name=name)
     try:
-        meta_json = json.dumps(dataset.meta, allow_nan=False)
+        meta_json = json.dumps(_file_meta(dataset.meta), allow_nan=False)
     except (TypeError, ValueError) as e:
         raise _meta_error(name, f"cannot be written as JSON: {e}") from None
     if os.path.isdir(name):
         raise DatasetError(f"{name}: is a directory; pass a file path such as {name}/demo.npz")
-    directory = os.path.dirname(os.path.abspath(name))
-    tmp = None
+    arrays = {n: x for k in STEP_ARRAYS for n, x in _flatten(getattr(dataset, k), k).leaves.items()}
+    write = np.savez_compressed if compress else np.savez
     try:
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(
-            prefix=f".{os.path.basename(name)}.", suffix=".tmp", dir=directory
-        )
-        umask = os.umask(0)  # mkstemp makes the file 0600; a dataset is as readable as any file
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        with os.fdopen(fd, "wb") as f:
-            write = np.savez_compressed if compress else np.savez
-            write(f, **_flatten(dataset), meta=np.array(meta_json))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, name)
+        os.makedirs(os.path.dirname(os.path.abspath(name)), exist_ok=True)
+        files.write_atomic(name, lambda f: write(f, **arrays, meta=np.array(meta_json)))
     except OSError as e:  # a full disk, no permission, ...: the old file (if any) is untouched
-        if tmp is not None:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
         raise DatasetError(f"{name}: could not be written: {e.strerror or e}") from None
-    except BaseException:
-        if tmp is not None:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-        raise
-    with contextlib.suppress(OSError):  # make the rename itself durable, where supported
-        dir_fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-
-
-def _flatten(dataset: Dataset) -> dict[str, np.ndarray]:
-    """A checked dataset's arrays by their names in the file, in `STEP_ARRAYS` order."""
-    template = _obs_template(dataset.meta)
-    arrays: dict[str, np.ndarray] = {}
-    for k in STEP_ARRAYS:
-        if k in _OBS_ARRAYS:
-            _map(
-                lambda where, leaf, x: arrays.setdefault(where, x),
-                template,
-                getattr(dataset, k),
-                where=k,
-            )
-        else:
-            arrays[k] = getattr(dataset, k)
-    return arrays
 
 
 def _sniff(name: str) -> None:
@@ -964,18 +885,13 @@ def load(path: str | os.PathLike, spec: EnvSpec | None = None) -> Dataset:
         def read(k: str) -> np.ndarray:
             try:
                 return archive[k]
-            except ValueError as e:
-                if "allow_pickle" in str(e):
+            except _READ_ERRORS as e:
+                if isinstance(e, ValueError) and "allow_pickle" in str(e):
                     raise DatasetError(
                         f"{name}: array {k!r} is stored as pickled Python objects (dtype object); "
                         "anakin never unpickles data: store plain numeric arrays, and meta as a "
                         "JSON string"
                     ) from None
-                raise DatasetError(
-                    f"{name}: array {k!r} cannot be read; the file is truncated or corrupted "
-                    f"({type(e).__name__}: {e})"
-                ) from None
-            except _READ_ERRORS as e:
                 raise DatasetError(
                     f"{name}: array {k!r} cannot be read; the file is truncated or corrupted "
                     f"({type(e).__name__}: {e})"
@@ -990,28 +906,21 @@ def load(path: str | os.PathLike, spec: EnvSpec | None = None) -> Dataset:
         meta = check_meta(_parse_meta(read("meta"), name), name)
         if spec is not None:  # before reading the arrays: the cheap check first
             check_spec(meta, spec, name)
-        template = _obs_template(meta)
-        names = [
-            *(n for k in STEP_ARRAYS for n in (_names(template, k) if k in _OBS_ARRAYS else [k])),
-            "meta",
-        ]
+        # With a spec, the observation trees take its containers (its named tuples, say):
+        # check_spec has found them the same as meta's.
+        like = _templates(meta) | ({} if spec is None else dict.fromkeys(_OBS_ARRAYS, spec.obs))
+        trees = {k: _flatten(like[k], k) for k in STEP_ARRAYS}
+        names = [*(n for tree in trees.values() for n in tree.leaves), "meta"]
         missing = [k for k in names if k not in present]
         extra = sorted(present - set(names))
         if missing or extra:
             parts = [f"missing arrays {missing}"] if missing else []
             parts += [f"unexpected arrays {extra}"] if extra else []
             raise DatasetError(
-                f"{name}: {' and '.join(parts)}; a version {meta['version']} dataset with this "
-                f"meta holds exactly {names}"
+                f"{name}: {' and '.join(parts)}; a dataset with this meta holds exactly {names}"
             )
         arrays = {k: read(k) for k in names[:-1]}
-    # With a spec, the observation trees take its containers (its named tuples, say): check_spec
-    # has found them the same as meta's.
-    like = template if spec is None else spec.obs
-    fields = {
-        k: _map(lambda where, leaf: arrays[where], like, where=k) if k in _OBS_ARRAYS else arrays[k]
-        for k in STEP_ARRAYS
-    }
+    fields = {k: t.treedef.unflatten([arrays[n] for n in t.leaves]) for k, t in trees.items()}
     return check(Dataset(**fields, meta=meta), spec, name)
 
 

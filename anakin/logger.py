@@ -14,6 +14,10 @@ from typing import Any
 
 import numpy as np
 
+from anakin.files import jsonable as _jsonable
+from anakin.files import write_atomic
+from anakin.files import write_json as write_json  # logger.write_json stays importable
+
 
 def check_out_dir(out: str) -> None:
     """ValueError unless run directories can be made under `out` (before anything is built):
@@ -57,24 +61,6 @@ def default_run_name(algo: str, env: str) -> str:
     return f"{algo}-{env.replace('/', '_')}-{stamp}"  # suite prefixes: pgx/2048 -> pgx_2048
 
 
-def write_json(path: Path, obj: Any) -> None:
-    """Writes JSON atomically: a temporary file, fsynced, then renamed over `path`."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=2, default=_jsonable)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def _jsonable(x: Any) -> Any:
-    if isinstance(x, np.generic):
-        return x.item()
-    if isinstance(x, np.ndarray):
-        return x.tolist()
-    return str(x)
-
-
 def to_record(metrics: dict[str, Any]) -> dict[str, Any]:
     """Host scalars from a metrics dict; non-finite floats become None (valid JSON)."""
     out = {}
@@ -108,13 +94,7 @@ def truncate_metrics(run_dir: str | Path, max_env_steps: int) -> None:
     if not path.exists():
         return
     keep = [r for r in read_metrics(run_dir) if r["env_steps"] <= max_env_steps]
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w") as f:
-        for r in keep:
-            f.write(json.dumps(r, default=_jsonable) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_atomic(path, "".join(json.dumps(r, default=_jsonable) + "\n" for r in keep))
 
 
 def require_tensorboard() -> Any:

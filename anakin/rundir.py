@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from anakin import algorithms
+from anakin import algorithms, files
 from anakin.config import TrainConfig, differences, is_resumable, train_config_from_dict
 
 
@@ -131,7 +131,7 @@ def write_description(
     """
     path = Path(run_dir) / "config.json"
     if resumed_from is None or not path.exists():
-        _write_json(path, description)
+        files.write_json(path, description)
         return []
     old = read_description(run_dir)
     new = json.loads(json.dumps(description, default=str))
@@ -150,14 +150,8 @@ def write_description(
             f.write(json.dumps(entry, default=str) + "\n")
             f.flush()
             os.fsync(f.fileno())
-    _write_json(path, description)
+    files.write_json(path, description)
     return [k for k in changed if not is_resumable(TrainConfig, k)]
-
-
-def _write_json(path: Path, obj: Any) -> None:
-    from anakin import logger
-
-    logger.write_json(path, obj)
 
 
 class RunLock:

@@ -45,8 +45,15 @@ def toy() -> dataset.Dataset:
     )
 
 
+def v1_meta(meta: dict) -> dict:
+    """Meta as a version 1 file holds it, built by hand: "obs_shape" and "obs_dtype"."""
+    out = {k: v for k, v in meta.items() if k != "obs"}
+    return out | {"version": 1, "obs_shape": meta["obs"]["shape"], "obs_dtype": "float32"}
+
+
 def raw_arrays(ds: dataset.Dataset) -> dict:
-    return {**ds.steps._asdict(), "meta": np.array(json.dumps(ds.meta))}
+    """A version 1 file's arrays, built by hand as files written before trees are."""
+    return {**ds.steps._asdict(), "meta": np.array(json.dumps(v1_meta(ds.meta)))}
 
 
 def write_raw(path, arrays: dict) -> str:
@@ -69,13 +76,12 @@ def test_builder_fills_meta_and_derived_arrays():
     np.testing.assert_array_equal(ds.discount, [1, 1, 0, 1, 1, 1, 1])
     assert ds.action.dtype == np.int32 and ds.reward.dtype == np.float32
     assert ds.num_steps == 7
-    assert ds.meta == {
+    assert ds.meta == {  # in memory every dataset is version 2; a file of one array is version 1
         "format": "anakin-dataset",
-        "version": 1,
+        "version": 2,
         "env": "Toy-v0",
         "env_kwargs": {"max_steps_in_episode": 2},
-        "obs_shape": [2],
-        "obs_dtype": "float32",
+        "obs": {"shape": [2], "dtype": "float32"},
         "num_actions": 3,
         "action_shape": [],
         "action_dtype": "int32",
@@ -130,7 +136,7 @@ def test_save_is_atomic_and_refuses_bad_data(tmp_path):
 def test_dataset_from_elsewhere_loads(tmp_path):
     """Written by plain numpy with only the required meta keys and int64 actions."""
     ds = toy()
-    meta = {k: ds.meta[k] for k in dataset._REQUIRED_META[1]} | {"action_dtype": "int64"}
+    meta = {k: v1_meta(ds.meta)[k] for k in dataset._REQUIRED_META[1]} | {"action_dtype": "int64"}
     arrays = {**ds.steps._asdict(), "action": ds.action.astype(np.int64)}
     path = tmp_path / "elsewhere.npz"
     np.savez_compressed(path, **arrays, meta=np.array(json.dumps(meta)))
@@ -138,6 +144,30 @@ def test_dataset_from_elsewhere_loads(tmp_path):
     assert back.action.dtype == np.int64
     assert back.meta["episodes"] == 3 and back.meta["mean_return"] == 3.5
     assert back.meta["env_kwargs"] == {} and back.meta["source"] == ""
+
+
+def test_version_1_files_are_converted_and_one_array_is_written_as_version_1(tmp_path):
+    """A version 1 file (built by hand) and its version 2 twin load the same; `save` writes one
+    array as version 1, with the meta exactly as files written before observation trees."""
+    ds = toy()
+    v1 = write_raw(tmp_path / "v1.npz", raw_arrays(ds))
+    v2 = write_raw(
+        tmp_path / "v2.npz", {**ds.steps._asdict(), "meta": np.array(json.dumps(ds.meta))}
+    )
+    a, b = dataset.load(v1, SPEC), dataset.load(v2, SPEC)
+    assert a.meta == b.meta == ds.meta and a.meta["version"] == 2
+    for name in dataset.STEP_ARRAYS:
+        assert getattr(a, name).dtype == getattr(b, name).dtype
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+    path = tmp_path / "saved.npz"
+    dataset.save(path, b)
+    with np.load(path, allow_pickle=False) as f:
+        assert str(f["meta"][()]) == (
+            '{"format": "anakin-dataset", "version": 1, "env": "Toy-v0", "env_kwargs": '
+            '{"max_steps_in_episode": 2}, "obs_shape": [2], "obs_dtype": "float32", '
+            '"num_actions": 3, "action_shape": [], "action_dtype": "int32", "episodes": 3, '
+            '"mean_return": 3.5, "source": "hand-made"}'
+        )
 
 
 def test_from_transitions_is_environment_major_and_drops_partial_heads():
@@ -244,6 +274,7 @@ def test_wrong_dtypes_lengths_and_shapes(tmp_path):
 
 def test_bad_meta(tmp_path):
     ds = toy()
+    v1 = v1_meta(ds.meta)
 
     def error(meta):
         text = meta if isinstance(meta, str) else json.dumps(meta)
@@ -251,13 +282,14 @@ def test_bad_meta(tmp_path):
         return load_error(write_raw(tmp_path / "bad.npz", arrays))
 
     assert "not valid JSON" in error("{format: anakin")
-    assert "format is 'd4rl'" in error({**ds.meta, "format": "d4rl"})
-    assert "version is 3" in error({**ds.meta, "version": 3})
+    assert "format is 'd4rl'" in error({**v1, "format": "d4rl"})
+    assert "version is 3" in error({**v1, "version": 3})
     assert "lacks the required keys ['obs_dtype']" in error(
-        {k: v for k, v in ds.meta.items() if k != "obs_dtype"}
+        {k: v for k, v in v1.items() if k != "obs_dtype"}
     )
-    assert "num_actions=0" in error({**ds.meta, "num_actions": 0})
-    assert "must be [] for discrete actions" in error({**ds.meta, "action_shape": [1]})
+    assert "obs_shape/obs_dtype: 'observation' has shape [-1]" in error({**v1, "obs_shape": [-1]})
+    assert "num_actions=0" in error({**v1, "num_actions": 0})
+    assert "must be [] for discrete actions" in error({**v1, "action_shape": [1]})
     arrays = {**raw_arrays(ds)}
     del arrays["meta"]
     assert "missing arrays ['meta']" in load_error(write_raw(tmp_path / "nometa.npz", arrays))

@@ -153,14 +153,18 @@ def test_named_tuples_and_tuples_round_trip(tmp_path):
 
 
 def test_single_array_files_are_unchanged(tmp_path):
-    """Version 1 exactly as before trees: the same keys and meta."""
+    """Version 1 in the file exactly as before trees: the same keys and meta; version 2's form
+    in memory, the tree of one array."""
     spec = EnvSpec.of_array("Toy-v0", (2,), f32, 3, ())
     ds = toy(spec)
-    assert ds.meta["version"] == 1 and "obs" not in ds.meta
-    assert ds.meta["obs_shape"] == [2] and ds.meta["obs_dtype"] == "float32"
+    assert ds.meta["version"] == 2 and ds.meta["obs"] == {"shape": [2], "dtype": "float32"}
     path = tmp_path / "one.npz"
     dataset.save(path, ds)
-    assert sorted(file_arrays(path)) == sorted([*dataset.STEP_ARRAYS, "meta"])
+    stored = file_arrays(path)
+    assert sorted(stored) == sorted([*dataset.STEP_ARRAYS, "meta"])
+    meta = json.loads(str(stored["meta"][()]))
+    assert meta["version"] == 1 and "obs" not in meta
+    assert meta["obs_shape"] == [2] and meta["obs_dtype"] == "float32"
     assert isinstance(dataset.load(path, spec).observation, np.ndarray)
 
 
