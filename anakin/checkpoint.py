@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import shutil
 import sys
@@ -24,7 +23,7 @@ from typing import Any
 
 import jax
 
-from anakin import logger
+from anakin import files, logger
 
 MANIFEST = "anakin_manifest.json"
 PINNED = "pinned.json"  # {step: why}: checkpoints `keep` leaves alone
@@ -235,9 +234,9 @@ class Checkpointer:
         if jax.process_index() != 0:
             return
         pinned = {**self.pinned(), step: why}
-        tmp = self.dir / f".{PINNED}.tmp"
-        tmp.write_text(json.dumps({str(k): v for k, v in sorted(pinned.items())}, indent=1))
-        os.replace(tmp, self.dir / PINNED)
+        files.write_atomic(
+            self.dir / PINNED, json.dumps({str(k): v for k, v in sorted(pinned.items())}, indent=1)
+        )
 
     def latest_step(self) -> int:
         """The newest good checkpoint.

@@ -778,7 +778,8 @@ def check_output(path: str | os.PathLike, overwrite: bool = False) -> None:
         raise DatasetError(f"{name}: is a directory; pass a file path such as {name}/demo.npz")
     if os.path.exists(name) and not overwrite:
         raise DatasetError(
-            f"{name}: exists already; pass --overwrite to replace it, or choose another path"
+            f"{name}: exists already; pass --overwrite (overwrite=True) to replace it, or "
+            "choose another path"
         )
     directory = os.path.dirname(os.path.abspath(name))
     parent = directory
