@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scripts import plot, suite, suite_ppo, suite_run, suite_tasks
+from scripts import make_docs, plot, suite, suite_ppo, suite_run, suite_tasks
 from scripts import suite_stats as stats
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -158,6 +158,24 @@ def test_task_names_and_families():
     assert [suite_tasks.family(n) for n in names] == ["classic", "minatar", "misc"]
     with pytest.raises(ValueError, match="key=value"):
         suite_tasks.parse_task("Catch-bsuite:rows")
+
+
+def test_docs_results_md_is_generated_from_the_result_files():
+    """docs/results.md is exactly what scripts/make_docs.py makes of scripts/results/*.json:
+    after re-measuring, run `python scripts/make_docs.py` and commit both."""
+    committed = (ROOT / "docs" / "results.md").read_text()
+    assert make_docs.render() == committed, "docs/results.md is stale: python scripts/make_docs.py"
+    # No folder of the measuring machine reaches the docs.
+    assert "/tmp/" not in committed and "/home/" not in committed
+
+
+def test_make_docs_commands_from_recorded_arguments():
+    args = {"purejaxrl": "/somewhere/purejaxrl", "envs": [4, 16], "raw": True, "quick": False}
+    args |= {"impala_preset": None, "stoix_log": "", "json": "out.json"}
+    assert make_docs.args_command("scripts/bench_purejaxrl.py", args) == (
+        "python scripts/bench_purejaxrl.py --purejaxrl PUREJAXRL/purejaxrl --envs 4 16 --raw "
+        "--json out.json"
+    )
 
 
 @pytest.mark.timeout(300)
