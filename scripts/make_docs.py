@@ -102,6 +102,11 @@ def short(x: float) -> str:
     return f"{x / 1e3:.0f}k" if x >= 1e3 else f"{x:.0f}"
 
 
+def block(caption: str, header: list[str], align: str, rows: list[list[str]]) -> list[str]:
+    """A caption, then its table, each followed by a blank line."""
+    return [caption, "", *table(header, align, rows), ""]
+
+
 def table(header: list[str], align: str, rows: list[list[str]]) -> list[str]:
     """A markdown table; `align` has one letter per column: l(eft) or r(ight)."""
     rule = "|" + "|".join("---" if a == "l" else "---:" for a in align) + "|"
@@ -189,7 +194,7 @@ def bench_section(name: str, doc: dict[str, Any]) -> list[str]:
         header = ["algorithm", "env", "envs", "devices", "compile s", "env steps/s"]
         header += ["SGD steps/s", "raw env steps/s", "fraction of raw", "peak host MiB"]
         header += ["state MiB/device (replay)"]
-        lines += ["Throughput (`main`):", "", *table(header, "llrrrrrrrrr", rows), ""]
+        lines += block("Throughput (`main`):", header, "llrrrrrrrrr", rows)
     if doc.get("scaling"):
         groups: dict[tuple[str, str], list[dict]] = {}
         for r in doc["scaling"]:
@@ -209,14 +214,11 @@ def bench_section(name: str, doc: dict[str, Any]) -> list[str]:
                     " / ".join(f"{e:.2f}" for e in eff),
                 ]
             )
+        caption = (
+            "Scaling over devices (`scaling`; efficiency = env steps/s / (devices x one device's)):"
+        )
         header = ["algorithm", "scaling", "devices", "envs", "env steps/s", "SGD steps/s"]
-        lines += [
-            "Scaling over devices (`scaling`; efficiency = env steps/s / (devices x one "
-            "device's)):",
-            "",
-            *table([*header, "efficiency"], "llrrrrr", rows),
-            "",
-        ]
+        lines += block(caption, [*header, "efficiency"], "llrrrrr", rows)
     if doc.get("replay"):
         rows = [
             [
@@ -229,14 +231,12 @@ def bench_section(name: str, doc: dict[str, Any]) -> list[str]:
             ]
             for r in doc["replay"]
         ]
-        header = ["env", "anakin ops/s", "flashbax ops/s", "ratio", "MiB: anakin", "flashbax"]
-        lines += [
+        caption = (
             "R2D2's replay against flashbax (`replay`: insert a rollout, sample a batch of "
-            "sequences, write their priorities):",
-            "",
-            *table(header, "lrrrrr", rows),
-            "",
-        ]
+            "sequences, write their priorities):"
+        )
+        header = ["env", "anakin ops/s", "flashbax ops/s", "ratio", "MiB: anakin", "flashbax"]
+        lines += block(caption, header, "lrrrrr", rows)
     if doc.get("profile"):
         keys = [k for k in doc["profile"][0] if k not in PROFILE_SHAPE]
         rows = [
@@ -250,12 +250,8 @@ def bench_section(name: str, doc: dict[str, Any]) -> list[str]:
             for r in doc["profile"]
         ]
         header = ["envs", "devices", "FLOPs/env step", "bytes/env step", *keys]
-        lines += [
-            "Where IMPALA's time goes (`profile`, env steps/s of each program):",
-            "",
-            *table(header, "r" * len(header), rows),
-            "",
-        ]
+        caption = "Where IMPALA's time goes (`profile`, env steps/s of each program):"
+        lines += block(caption, header, "r" * len(header), rows)
     return lines[:-1] if lines[-1] == "" else lines
 
 
@@ -271,13 +267,11 @@ def purejaxrl_section(name: str, doc: dict[str, Any]) -> list[str]:
                 [program, count(sps), f"{row['over_purejaxrl'][program]:.2f}"]
                 for program, sps in row["sps"].items()
             ]
-            lines += [
+            caption = (
                 f"{row['num_envs']} envs, rollout {row['rollout']} (env steps/s: median over "
-                "rounds):",
-                "",
-                *table(["program", "env steps/s", "/ PureJaxRL PPO"], "lrr", rows),
-                "",
-            ]
+                "rounds):"
+            )
+            lines += block(caption, ["program", "env steps/s", "/ PureJaxRL PPO"], "lrr", rows)
     ratios = [r for r in doc["rows"] if "impala_over_ppo" in r]
     if ratios:
         rows = [

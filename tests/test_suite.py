@@ -15,6 +15,12 @@ from scripts import suite_stats as stats
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def run_script(cmd: list[str]) -> None:
+    """Runs one of scripts/ as its users do (python scripts/NAME.py ...); it must succeed."""
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=280)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+
+
 def test_iqm_drops_a_quarter_at_each_end():
     # 8 pooled scores 0..7: floor(0.25 * 8) = 2 dropped at each end -> mean(2, 3, 4, 5) = 3.5.
     assert stats.iqm([np.array([0.0, 1, 2, 3]), np.array([7.0, 6, 5, 4])]) == 3.5
@@ -208,8 +214,7 @@ def test_tiny_suite_run_writes_json_tables_and_plot(tmp_path):
         "--results",
         str(prefix),
     ]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=280)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    run_script(cmd)
     doc = json.loads(prefix.with_suffix(".json").read_text())
 
     assert doc["suite"]["columns"] == ["impala", "r2d2"]
@@ -248,10 +253,7 @@ def test_tiny_suite_run_writes_json_tables_and_plot(tmp_path):
     # --reuse reads the finished run back instead of training it again.
     summary_file = tmp_path / "runs" / "impala-Catch-bsuite" / "summary.json"
     before = summary_file.stat().st_mtime_ns
-    done = subprocess.run(
-        [*cmd, "--reuse", "--no-plot"], capture_output=True, text=True, timeout=280
-    )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    run_script([*cmd, "--reuse", "--no-plot"])
     again = json.loads(prefix.with_suffix(".json").read_text())["runs"][0]
     assert again["reused"] is True and summary_file.stat().st_mtime_ns == before
     assert [s["final_return"] for s in again["seeds"]] == [
@@ -290,8 +292,7 @@ def test_aggregates_with_the_ppo_baseline(tmp_path):
         *("--budget", "1024", "--random-episodes", "64", "--bootstrap-reps", "200"),
         *("--runs", str(tmp_path / "runs"), "--results", str(prefix), "--no-plot"),
     ]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=280)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    run_script(cmd)
     doc = json.loads(prefix.with_suffix(".json").read_text())
     ppo = doc["runs"][1]
     assert ppo["algo"] == "purejaxrl_ppo" and ppo["status"] == "ok" and ppo["env_steps"] == 1024
@@ -332,8 +333,7 @@ def test_sweep_ranks_each_setting_over_its_own_runs(tmp_path):
         "--out",
         str(out),
     ]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=280)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    run_script(cmd)
     doc = json.loads(out.with_suffix(".json").read_text())
     (result,) = doc["results"]
     assert result["status"] == "ok" and "--preset tiny" in result["command"]
