@@ -11,6 +11,7 @@ with a trailing -s<digits> or -<digits> removed); a run directory trained with s
 in one program (metrics "per_run") contributes one series per seed. Also prints a table of
 final returns per group: mean, median and IQM (interquartile mean), each with a 95% bootstrap
 CI, of the last evaluation return of each run (or its last training return if it has none).
+The statistics are scripts/suite_stats.py's (rliable), as the task suite's.
 A directory with a sweep contributes one group per setting.
 """
 
@@ -19,11 +20,17 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 import warnings
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+
+if __name__ == "__main__" and not __package__:  # run as a file: import its siblings as `scripts`
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from scripts import suite_stats as stats  # noqa: E402
 
 
 def load_series(run_dir: Path, key: str) -> list[tuple[str, tuple]]:
@@ -59,21 +66,19 @@ def final_returns(run_dir: Path) -> list[tuple[str, float]]:
     return []
 
 
-def iqm(x: np.ndarray) -> float:
-    """Mean of the middle 50% (Agarwal et al. 2021)."""
-    x = np.sort(np.asarray(x, float))
-    lo, hi = int(np.floor(0.25 * len(x))), int(np.ceil(0.75 * len(x)))
-    return float(np.mean(x[lo:hi])) if hi > lo else float(np.mean(x))
+def band(ys: np.ndarray, reps: int = 300) -> np.ndarray:
+    """[points, 2]: the 95% bootstrap interval of the mean over runs at each point of
+    `ys` [runs, points], from that point's finite values (NaN where it has none)."""
+    out = np.full((ys.shape[1], 2), np.nan)
+    ok = [j for j in range(ys.shape[1]) if np.isfinite(ys[:, j]).any()]
+    if ok:
+        cols = [ys[np.isfinite(ys[:, j]), j] for j in ok]
+        out[ok] = [(lo, hi) for _, lo, hi in stats.task_intervals(cols, reps=reps)]
+    return out
 
 
-def bootstrap_ci(x: np.ndarray, stat, reps: int = 2000, seed: int = 0) -> tuple[float, float]:
-    """95% percentile-bootstrap interval of `stat` over resamples of `x`."""
-    x = np.asarray(x, float)
-    if len(x) < 2:
-        return float(stat(x)), float(stat(x))
-    rng = np.random.default_rng(seed)
-    stats = [stat(x[rng.integers(0, len(x), len(x))]) for _ in range(reps)]
-    return float(np.percentile(stats, 2.5)), float(np.percentile(stats, 97.5))
+# The final-return table's columns: one group's runs, as one task of scripts/suite_stats.py.
+FINAL_STATISTICS = {"mean": stats.mean, "median": stats.median, "iqm": stats.iqm}
 
 
 def default_group(name: str) -> str:
@@ -122,16 +127,9 @@ def main() -> None:
             with warnings.catch_warnings():  # columns past a run's end are all-NaN
                 warnings.simplefilter("ignore", RuntimeWarning)
                 mean = np.nanmean(ys, axis=0)
-            band = np.array(
-                [
-                    bootstrap_ci(col[np.isfinite(col)], np.mean, reps=300)
-                    if np.isfinite(col).sum()
-                    else (np.nan, np.nan)
-                    for col in ys.T
-                ]
-            )
+            interval = band(ys)
             ax.plot(xs, mean, label=f"{label} (n={len(series)})")
-            ax.fill_between(xs, band[:, 0], band[:, 1], alpha=0.25)
+            ax.fill_between(xs, interval[:, 0], interval[:, 1], alpha=0.25)
         table.append((label, np.array(finals[label], float)))
     axes[0].set_xlabel("env steps")
     axes[1].set_xlabel("wall time (s)")
@@ -148,10 +146,11 @@ def main() -> None:
     print("\n| group | runs | mean [95% CI] | median [95% CI] | IQM [95% CI] |")
     print("|---|---:|---|---|---|")
     for label, finals in table:
-        cells = []
-        for stat in (np.mean, np.median, iqm):
-            lo, hi = bootstrap_ci(finals, stat)
-            cells.append(f"{stat(finals):.1f} [{lo:.1f}, {hi:.1f}]")
+        if not len(finals):
+            print(f"| {label} | 0 | - | - | - |")
+            continue
+        d = stats.interval_estimates([finals], FINAL_STATISTICS)
+        cells = [f"{v['value']:.1f} [{v['ci_low']:.1f}, {v['ci_high']:.1f}]" for v in d.values()]
         print(f"| {label} | {len(finals)} | " + " | ".join(cells) + " |")
 
 

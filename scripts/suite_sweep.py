@@ -32,12 +32,12 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+if __name__ == "__main__" and not __package__:  # run as a file: import its siblings as `scripts`
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import suite  # noqa: E402
-import suite_stats  # noqa: E402
+from scripts import suite_report, suite_rollout, suite_run, suite_stats, suite_tasks  # noqa: E402
 
-CI_TASKS = tuple(t for t in suite.DEFAULT_TASKS if not t.endswith("-MinAtar"))
+CI_TASKS = tuple(t for t in suite_tasks.DEFAULT_TASKS if not t.endswith("-MinAtar"))
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -70,7 +70,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def task_scales(tasks: list[suite.Task], args) -> dict[str, dict[str, Any]]:
+def task_scales(tasks: list[suite_tasks.Task], args) -> dict[str, dict[str, Any]]:
     """Random and best return per task, from --scores-from where it has them, else measured."""
     known = {}
     if args.scores_from:
@@ -81,8 +81,8 @@ def task_scales(tasks: list[suite.Task], args) -> dict[str, dict[str, Any]]:
             k = known[task.spec]
             out[task.spec] = {"random": k["random"]["mean"], "best": k["best"]["value"]}
             continue
-        rnd = suite.measure_random(task, 512, args.max_steps)
-        best, _ = suite.best_return(task, rnd["env_params"], {})
+        rnd = suite_rollout.measure_random(task, 512, args.max_steps)
+        best, _ = suite_tasks.best_return(task, rnd["env_params"], {})
         out[task.spec] = {"random": rnd["mean"], "best": best}
     return out
 
@@ -92,8 +92,8 @@ def setting_key(variant: str, run: dict[str, Any]) -> str:
     return " ".join([variant, *swept]).strip()
 
 
-def run_task(task: suite.Task, variant: str, extra: list[str], args) -> dict[str, Any]:
-    budget = int(suite.BUDGETS[args.size][task.family] * args.budget_scale)
+def run_task(task: suite_tasks.Task, variant: str, extra: list[str], args) -> dict[str, Any]:
+    budget = int(suite_tasks.BUDGETS[args.size][task.family] * args.budget_scale)
     name = f"{args.algo}-{variant}-{task.slug}"
     run_dir = Path(args.runs) / name
     cmd = [sys.executable, "-m", "anakin.cli", "train", args.algo, "--env", task.env]
@@ -112,16 +112,17 @@ def run_task(task: suite.Task, variant: str, extra: list[str], args) -> dict[str
     if not (args.reuse and (run_dir / "summary.json").is_file()):
         if run_dir.exists():
             shutil.rmtree(run_dir)
-        code, wall, tail = suite.run_process(cmd, Path(args.runs) / f"{name}.log", args.run_timeout)
+        log = Path(args.runs) / f"{name}.log"
+        code, wall, tail = suite_run.run_process(cmd, log, args.run_timeout)
         out["wall_time_s"] = wall
         if code != 0:
-            return {**out, "status": "failed", "error": suite._last_error(tail)}
+            return {**out, "status": "failed", "error": suite_run.last_error(tail)}
     summary = json.loads((run_dir / "summary.json").read_text())
     records = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x]
     finals = summary.get("per_run", [summary])  # one run writes its numbers at the top level
     runs = []
     for i, final in enumerate(finals):
-        entropy = [suite._per_run(r, len(finals))[i].get("entropy") for r in records]
+        entropy = [suite_run.per_run(r, len(finals))[i].get("entropy") for r in records]
         entropy = [e for e in entropy if e is not None]
         runs.append(
             {
@@ -158,7 +159,7 @@ def rank(results: list[dict], scales: dict, reps: int) -> list[dict[str, Any]]:
                 "setting": setting,
                 "aggregates": suite_stats.aggregate(scores, reps=reps),
                 "task_means": means,
-                "learned": sorted(t for t in tasks if means[t] >= suite.LEARNED),
+                "learned": sorted(t for t in tasks if means[t] >= suite_report.LEARNED),
                 "entropy_min": min(entropy[setting]) if setting in entropy else None,
             }
         )
@@ -182,17 +183,23 @@ def shown_argv(argv: list[str]) -> list[str]:
 
 def markdown(rows: list[dict], args, tasks: list[str]) -> str:
     command = shlex.join(shown_argv(sys.argv[1:]))
-    lines = [
+    header = (
         f"Sweep of {args.algo}, size {args.size} x {args.budget_scale:g}, {args.num_seeds} seeds; "
-        f"`python scripts/suite_sweep.py {command}`",
-        "",
+        f"`python scripts/suite_sweep.py {command}`"
+    )
+    return "\n".join([header, "", *ranking_table(rows, tasks)]) + "\n"
+
+
+def ranking_table(rows: list[dict], tasks: list[str]) -> list[str]:
+    """Markdown lines: each setting's aggregates, tasks learned, lowest entropy, task means."""
+    lines = [
         "| setting | IQM | mean | optimality gap | learned (of "
         f"{len(tasks)}) | min entropy | " + " | ".join(tasks) + " |",
         "|---|---:|---:|---:|---:|---:|" + "---:|" * len(tasks),
     ]
     for row in rows:
         a = row["aggregates"]
-        cells = [suite._fmt_ci(a[k]) for k in ("iqm", "mean", "optimality_gap")]
+        cells = [suite_report.fmt_ci(a[k]) for k in ("iqm", "mean", "optimality_gap")]
         ent = "-" if row["entropy_min"] is None else f"{row['entropy_min']:.3f}"
         per = [f"{row['task_means'][t]:.2f}" for t in tasks]
         lines.append(
@@ -202,12 +209,12 @@ def markdown(rows: list[dict], args, tasks: list[str]) -> str:
             + " | ".join(per)
             + " |"
         )
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    tasks = [suite.parse_task(t) for t in args.tasks]
+    tasks = [suite_tasks.parse_task(t) for t in args.tasks]
     scales = task_scales(tasks, args)
     results = []
     t0 = time.perf_counter()

@@ -1,6 +1,5 @@
-"""The task suite (scripts/suite.py): its statistics on hand-made scores, and one tiny run."""
+"""The task suite (scripts/suite*.py): its statistics on hand-made scores, and one tiny run."""
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -10,18 +9,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from scripts import make_docs, plot, suite, suite_ppo, suite_run, suite_tasks
+from scripts import suite_stats as stats
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-stats = _load("suite_stats")
+def run_script(cmd: list[str]) -> None:
+    """Runs one of scripts/ as its users do (python scripts/NAME.py ...); it must succeed."""
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=280)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
 
 
 def test_iqm_drops_a_quarter_at_each_end():
@@ -33,7 +30,7 @@ def test_iqm_drops_a_quarter_at_each_end():
     assert stats.iqm([np.array([0.0, 100.0]), np.array([0.0, 0.0])]) == 0.0
 
 
-def test_iqm_matches_scipy_trim_mean_as_rliable_computes_it():
+def test_iqm_matches_scipy_trim_mean():
     scipy_stats = pytest.importorskip("scipy.stats")
     rng = np.random.default_rng(3)
     scores = [rng.normal(size=n) for n in (5, 3, 7)]
@@ -48,6 +45,10 @@ def test_optimality_gap_and_mean():
     assert stats.mean(scores) == 0.75
     assert stats.optimality_gap([np.array([2.0, 3.0])]) == 0.0
     assert stats.optimality_gap([np.array([-1.0])]) == 2.0
+    # With unequal run counts the mean is over tasks (rliable's): (0 + 1) / 2, where pooling
+    # the 3 + 5 runs would give 5 / 8. IQM and optimality gap pool the runs.
+    assert stats.mean([np.zeros(3), np.ones(5)]) == 0.5
+    assert stats.optimality_gap([np.zeros(3), np.ones(5)]) == 0.375
 
 
 def test_normalise_maps_random_to_zero_and_best_to_one():
@@ -64,50 +65,123 @@ def test_bootstrap_intervals_contain_the_point_estimate():
     result = stats.aggregate(scores, reps=500, seed=1)
     assert set(result) == {"iqm", "mean", "optimality_gap"}
     for name, d in result.items():
-        assert d["value"] == stats.AGGREGATES[name](scores)
+        assert d["value"] == pytest.approx(stats.AGGREGATES[name](scores), abs=1e-12)
         assert d["ci_low"] <= d["value"] <= d["ci_high"], name
         assert d["ci_low"] < d["ci_high"], name
+    # A seed gives the same intervals every time, and numpy's global state is left as it was.
+    state = np.random.get_state()[1].copy()
+    assert stats.aggregate(scores, reps=500, seed=1) == result
+    assert np.array_equal(np.random.get_state()[1], state)
+    assert stats.aggregate(scores, reps=500, seed=2) != result
+
+
+def test_intervals_are_rliables_own():
+    # Equal run counts: the [runs, tasks] matrix rliable takes; the numbers are exactly those of
+    # a direct call with numpy's global seed set (rliable resamples from it).
+    from rliable import library, metrics
+
+    rng = np.random.default_rng(0)
+    matrix = rng.normal(0.6, 0.3, size=(3, 4))  # [runs, tasks]
+    ours = stats.aggregate(list(matrix.T), reps=300, seed=4)
+    np.random.seed(4)
+    points, intervals = library.get_interval_estimates(
+        {"x": matrix},
+        lambda x: np.array(
+            [
+                metrics.aggregate_iqm(x),
+                metrics.aggregate_mean(x),
+                metrics.aggregate_optimality_gap(x),
+            ]
+        ),
+        reps=300,
+    )
+    for i, name in enumerate(("iqm", "mean", "optimality_gap")):
+        assert ours[name]["value"] == pytest.approx(points["x"][i], abs=1e-12)
+        assert ours[name]["ci_low"] == intervals["x"][0, i]
+        assert ours[name]["ci_high"] == intervals["x"][1, i]
+
+
+def test_intervals_agree_with_the_hand_written_bootstrap_they_replaced():
+    # The same protocol as the suite's former hand-written stratified bootstrap; only the random
+    # draws differ (numpy's legacy global RandomState in rliable, a seeded default_rng before).
+    # Its intervals on these scores (500 samples, seed 1) were IQM [0.5925, 0.8976], mean
+    # [0.6089, 0.7977], optimality gap [0.2286, 0.4034], with the same point values; rliable's
+    # ends lie within 0.01 of them here; the test allows 0.02 (Monte Carlo noise of 500 samples).
+    rng = np.random.default_rng(0)
+    scores = [rng.normal(loc, 0.3, size=3) for loc in (0.2, 0.9, 0.5, 1.2)]
+    result = stats.aggregate(scores, reps=500, seed=1)
+    former = {"iqm": (0.5925, 0.8976), "mean": (0.6089, 0.7977), "optimality_gap": (0.2286, 0.4034)}
+    values = {"iqm": 0.7598, "mean": 0.7066, "optimality_gap": 0.3129}
+    for name, (low, high) in former.items():
+        assert result[name]["value"] == pytest.approx(values[name], abs=1e-4), name
+        assert result[name]["ci_low"] == pytest.approx(low, abs=0.02), name
+        assert result[name]["ci_high"] == pytest.approx(high, abs=0.02), name
 
 
 def test_bootstrap_is_stratified_per_task():
     # Each task's runs agree with each other and differ between tasks. A stratified resample
-    # redraws every task's runs from that task only, keeping its run count, so the pooled mean
-    # is the same in every sample: (3 * 0 + 5 * 1) / 8 = 0.625 and the interval collapses.
-    # Pooling all runs before resampling would vary the 0/1 mix and widen it.
+    # redraws every task's runs from that task only, keeping its run count, so the mean is the
+    # same in every sample and the interval collapses; pooling all runs before resampling would
+    # vary the 0/1 mix and widen it.
     scores = [np.zeros(3), np.ones(5)]
-    rng = np.random.default_rng(0)
-    for _ in range(20):
-        sample = stats.stratified_resample(scores, rng)
-        assert [len(s) for s in sample] == [3, 5]
-        assert np.all(sample[0] == 0) and np.all(sample[1] == 1)
-    assert stats.bootstrap_ci(scores, stats.mean, reps=300) == (0.625, 0.625)
+    for name in ("mean", "optimality_gap"):
+        d = stats.aggregate(scores, reps=300)[name]
+        assert d["ci_low"] == d["value"] == d["ci_high"], name
     # Within a task the runs are redrawn with replacement: a two-valued task varies.
-    lo, hi = stats.bootstrap_ci([np.array([0.0, 1.0]), np.ones(5)], stats.mean, reps=300)
-    assert lo < hi
+    d = stats.aggregate([np.array([0.0, 1.0]), np.ones(5)], reps=300)["mean"]
+    assert d["ci_low"] < d["ci_high"]
+    with pytest.raises(ValueError, match="at least one run"):
+        stats.aggregate([np.zeros(2), np.zeros(0)])
 
 
-def test_task_interval():
+def test_task_intervals():
     mean, lo, hi = stats.task_ci(np.array([0.0, 0.5, 1.0]), reps=500)
     assert mean == 0.5 and 0.0 <= lo <= mean <= hi <= 1.0
+    # Several tasks in one bootstrap, each from its own runs only.
+    (m0, lo0, hi0), (m1, lo1, hi1) = stats.task_intervals([np.zeros(2), np.array([1.0, 3.0])])
+    assert (m0, lo0, hi0) == (0.0, 0.0, 0.0)
+    assert (m1, lo1, hi1) == (2.0, 1.0, 3.0)  # 2 runs: the mean of a resample is 1, 2 or 3
+
+
+def test_plot_band_uses_each_points_finite_runs():
+    ys = np.array([[0.0, np.nan, 1.0], [2.0, np.nan, 1.0], [4.0, np.nan, np.nan]])
+    band = plot.band(ys, reps=200)
+    assert band[0, 0] <= 2.0 <= band[0, 1] and band[0, 0] < band[0, 1]
+    assert np.isnan(band[1]).all()
+    np.testing.assert_array_equal(band[2], [1.0, 1.0])
 
 
 def test_task_names_and_families():
-    suite = _load("suite")
-    task = suite.parse_task("DeepSea-bsuite:size=10,unscaled_move_cost=0.02")
+    task = suite_tasks.parse_task("DeepSea-bsuite:size=10,unscaled_move_cost=0.02")
     assert (task.env, task.kwargs, task.family) == (
         "DeepSea-bsuite",
         {"size": 10, "unscaled_move_cost": 0.02},
         "bsuite",
     )
     assert isinstance(task.kwargs["size"], int)
-    assert suite.parse_task("craftax/Craftax-Symbolic-v1").family == "craftax"
-    assert [suite.family(n) for n in ("Acrobot-v1", "Breakout-MinAtar", "FourRooms-misc")] == [
-        "classic",
-        "minatar",
-        "misc",
-    ]
+    assert suite_tasks.parse_task("craftax/Craftax-Symbolic-v1").family == "craftax"
+    names = ("Acrobot-v1", "Breakout-MinAtar", "FourRooms-misc")
+    assert [suite_tasks.family(n) for n in names] == ["classic", "minatar", "misc"]
     with pytest.raises(ValueError, match="key=value"):
-        suite.parse_task("Catch-bsuite:rows")
+        suite_tasks.parse_task("Catch-bsuite:rows")
+
+
+def test_docs_results_md_is_generated_from_the_result_files():
+    """docs/results.md is exactly what scripts/make_docs.py makes of scripts/results/*.json:
+    after re-measuring, run `python scripts/make_docs.py` and commit both."""
+    committed = (ROOT / "docs" / "results.md").read_text()
+    assert make_docs.render() == committed, "docs/results.md is stale: python scripts/make_docs.py"
+    # No folder of the measuring machine reaches the docs.
+    assert "/tmp/" not in committed and "/home/" not in committed
+
+
+def test_make_docs_commands_from_recorded_arguments():
+    args = {"purejaxrl": "/somewhere/purejaxrl", "envs": [4, 16], "raw": True, "quick": False}
+    args |= {"impala_preset": None, "stoix_log": "", "json": "out.json"}
+    assert make_docs.args_command("scripts/bench_purejaxrl.py", args) == (
+        "python scripts/bench_purejaxrl.py --purejaxrl PUREJAXRL/purejaxrl --envs 4 16 --raw "
+        "--json out.json"
+    )
 
 
 @pytest.mark.timeout(300)
@@ -140,12 +214,12 @@ def test_tiny_suite_run_writes_json_tables_and_plot(tmp_path):
         "--results",
         str(prefix),
     ]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=280)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    run_script(cmd)
     doc = json.loads(prefix.with_suffix(".json").read_text())
 
     assert doc["suite"]["columns"] == ["impala", "r2d2"]
     assert doc["suite"]["seeds"] == {"*": 2} and doc["suite"]["command"].startswith("python")
+    assert doc["suite"]["statistics"].startswith("rliable ")
     assert {"date", "machine", "budgets", "final_return_source"} <= set(doc["suite"])
     task = doc["tasks"]["Catch-bsuite"]
     assert task["budget"] == 98 and task["num_seeds"] == 2  # 98,304 x 0.001
@@ -179,10 +253,7 @@ def test_tiny_suite_run_writes_json_tables_and_plot(tmp_path):
     # --reuse reads the finished run back instead of training it again.
     summary_file = tmp_path / "runs" / "impala-Catch-bsuite" / "summary.json"
     before = summary_file.stat().st_mtime_ns
-    done = subprocess.run(
-        [*cmd, "--reuse", "--no-plot"], capture_output=True, text=True, timeout=280
-    )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    run_script([*cmd, "--reuse", "--no-plot"])
     again = json.loads(prefix.with_suffix(".json").read_text())["runs"][0]
     assert again["reused"] is True and summary_file.stat().st_mtime_ns == before
     assert [s["final_return"] for s in again["seeds"]] == [
@@ -191,19 +262,18 @@ def test_tiny_suite_run_writes_json_tables_and_plot(tmp_path):
 
     # A run trained with another algorithm or arch config than the command's today (a default
     # changed since) is stale: --reuse trains it again.
-    suite = _load("suite")
     run_dir = summary_file.parent
-    task = suite.parse_task("Catch-bsuite")
+    task = suite_tasks.parse_task("Catch-bsuite")
     args = suite.parse_args(cmd[2:])
-    train = suite.anakin_command("impala", task, 98, 2, args, "impala-Catch-bsuite")
-    assert suite._reusable(run_dir, task, 98, 2, train)
+    train = suite_run.anakin_command("impala", task, 98, 2, args, "impala-Catch-bsuite")
+    assert suite_run.reusable(run_dir, task, 98, 2, train)
     saved = json.loads((run_dir / "config.json").read_text())
     for part, field, old in (("arch", "desync_steps", 128), ("algo", "entropy_cost", 0.03)):
         stale = json.loads(json.dumps(saved))
         assert stale["config"][part][field] == old
         stale["config"][part][field] = old + 1
         (run_dir / "config.json").write_text(json.dumps(stale))
-        assert not suite._reusable(run_dir, task, 98, 2, train), (part, field)
+        assert not suite_run.reusable(run_dir, task, 98, 2, train), (part, field)
 
 
 @pytest.mark.timeout(300)
@@ -222,8 +292,7 @@ def test_aggregates_with_the_ppo_baseline(tmp_path):
         *("--budget", "1024", "--random-episodes", "64", "--bootstrap-reps", "200"),
         *("--runs", str(tmp_path / "runs"), "--results", str(prefix), "--no-plot"),
     ]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=280)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    run_script(cmd)
     doc = json.loads(prefix.with_suffix(".json").read_text())
     ppo = doc["runs"][1]
     assert ppo["algo"] == "purejaxrl_ppo" and ppo["status"] == "ok" and ppo["env_steps"] == 1024
@@ -264,8 +333,7 @@ def test_sweep_ranks_each_setting_over_its_own_runs(tmp_path):
         "--out",
         str(out),
     ]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=280)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    run_script(cmd)
     doc = json.loads(out.with_suffix(".json").read_text())
     (result,) = doc["results"]
     assert result["status"] == "ok" and "--preset tiny" in result["command"]
@@ -290,18 +358,17 @@ def test_baseline_and_anakin_ppo_keep_apart_logs_and_wall_times(tmp_path, monkey
     # anakin's own PPO column and PureJaxRL's PPO, run on one task, write their logs (and wall
     # times, for --reuse) side by side in --runs: they once shared "ppo-TASK.*", so one column's
     # wall time was read back as the other's.
-    suite = _load("suite")
     logs = []
 
     def fail(cmd, log, timeout):  # a run that exits 1 at once, its log path recorded
         logs.append(log)
         return 1, 0.0, "failed"
 
-    monkeypatch.setattr(suite, "run_process", fail)
+    monkeypatch.setattr(suite_run, "run_process", fail)
     args = suite.parse_args(
         ["--runs", str(tmp_path), "--purejaxrl", str(tmp_path), "--algos", "ppo"]
     )
-    task = suite.parse_task("Catch-bsuite")
-    assert suite.run_anakin("ppo", task, 64, 1, args)["status"] == "failed"
-    assert suite.run_ppo(task, 64, 1, args)["status"] == "failed"
+    task = suite_tasks.parse_task("Catch-bsuite")
+    assert suite_run.run_anakin("ppo", task, 64, 1, args)["status"] == "failed"
+    assert suite_ppo.run_ppo(task, 64, 1, args)["status"] == "failed"
     assert [p.name for p in logs] == ["ppo-Catch-bsuite.log", "purejaxrl_ppo-Catch-bsuite.log"]
