@@ -11,10 +11,12 @@ from anakin import _xla  # noqa: F401  (must run before JAX creates its backends
 from anakin.api import (
     Policy,
     TrainResult,
+    check_env,
     collect,
     evaluate,
     load_policy,
     make_config,
+    register,
     render,
     train,
 )
@@ -24,10 +26,12 @@ __version__ = "0.1.0"
 __all__ = [
     "Policy",
     "TrainResult",
+    "check_env",
     "collect",
     "evaluate",
     "load_policy",
     "make_config",
+    "register",
     "render",
     "train",
 ]

@@ -59,9 +59,11 @@ class TrainResult(NamedTuple):
 
 def make_config(
     algo: str,
-    env: str | None = None,
+    env: Any = None,
     preset: str | None = None,
     overrides: Mapping[str, Any] | None = None,
+    *,
+    env_params: Any = None,
     **kwargs: Any,
 ) -> Any:
     """The `TrainConfig` that `anakin train ALGO --preset PRESET --env ENV ...` would use.
@@ -79,15 +81,49 @@ def make_config(
     return cfg
 
 
-def _settings(env: str | None, overrides: Mapping[str, Any] | None, kwargs: dict) -> dict:
+def register(name: str, factory: Any) -> None:
+    """Adds an environment of your own under `name` for this process: `factory(**kwargs)`
+    returns a gymnax 1.x environment or an `anakin.envs.Adapter`, and `kwargs` are its
+    parameters and constructor arguments (`env.kwargs`). Safe to call before or after JAX
+    starts; nothing is built until the name is used. See `anakin.envs.registry.register`."""
+    from anakin.envs import registry
+
+    registry.register(name, factory)
+
+
+def check_env(env: Any, params: Any = None, **kwargs: Any) -> Any:
+    """Checks that an environment (a name, `module:factory`, or an object) keeps the contract
+    anakin trains on; returns an `anakin.envs.check.Report` whose `problems` are one line
+    each (see `anakin check-env`)."""
+    _xla.prepare_host()
+    from anakin.envs.check import check_env as check
+
+    return check(env, params, **kwargs)
+
+
+def _env_name(env: Any, env_params: Any = None) -> str | None:
+    """The name of `env`: a name as it is; an environment object registered for this process
+    (`anakin.envs.registry.register_object`), with `env_params` replacing its parameters."""
+    if env is None or isinstance(env, str):
+        if env_params is not None:
+            raise ValueError("env_params= goes with an environment object (env=obj), not a name")
+        return env
+    from anakin.envs import registry
+
+    return registry.register_object(env, env_params)
+
+
+def _settings(env: Any, overrides: Mapping[str, Any] | None, kwargs: dict, params: Any = None):
     settings = {**(overrides or {}), **kwargs}
-    return {"env.name": env, **settings} if env is not None else settings
+    name = _env_name(env, params)
+    return {"env.name": name, **settings} if name is not None else settings
 
 
 def train(
     algo: str,
-    env: str | None = None,
+    env: Any = None,
     *,
+    env_params: Any = None,
     preset: str | None = None,
     config: Any = None,
     overrides: Mapping[str, Any] | None = None,
@@ -99,7 +135,12 @@ def train(
 
     Args:
       algo: an algorithm name ("impala", "r2d2", "ppo", "dqn", "sac", "bc").
-      env: the environment name, e.g. "CartPole-v1" or "gymnax/Catch-bsuite".
+      env: the environment: a name, e.g. "CartPole-v1", "gymnax/Catch-bsuite" or
+        "my_package.my_module:make_env", or an environment object: a gymnax 1.x environment
+        or an `anakin.envs.Adapter` (see docs/environments.md). An object is known to this
+        process only: to reopen its run, pass it again (env= of `evaluate`, `load_policy`,
+        ...); a name reopens anywhere.
+      env_params: an environment object's parameters (default: its own `default_params`).
       preset: the algorithm preset the settings start from (default "default").
       config: a complete `TrainConfig` instead of preset + overrides.
       overrides, **kwargs: settings by dotted name, e.g. `**{"algo.learning_rate": 1e-3}`.
@@ -115,7 +156,7 @@ def train(
     from anakin import launch
 
     request = {"preset": preset, "config": config, "resume": resume}
-    settings = _settings(env, overrides, kwargs)
+    settings = _settings(env, overrides, kwargs, env_params)
     launched = launch.resolve(algo, force=force, settings=settings, **request)
     result = launch.run(launched)
     metrics_file = Path(result.run_dir) / "metrics.jsonl"
@@ -291,10 +332,21 @@ class Policy:
         return self._act(self._learner, obs, state, jax.numpy.asarray(first, bool), key)
 
 
-def load_policy(run_dir: str | Path, *, step: int | None = None, run: int = 0) -> Policy:
+def load_policy(
+    run_dir: str | Path,
+    *,
+    step: int | None = None,
+    run: int = 0,
+    env: Any = None,
+    env_params: Any = None,
+) -> Policy:
     """The evaluation policy of a saved run's checkpoint (default: the newest), on this
-    machine, whatever devices trained it; `run` picks one run of a multi-seed/sweep run."""
+    machine, whatever devices trained it; `run` picks one run of a multi-seed/sweep run.
+    A run trained on an environment object needs the object again (`env`, `env_params`);
+    once given, `evaluate`, `collect` and `render` find it in this process too."""
     _xla.prepare_host()
     from anakin import policy
 
+    if env is not None and not isinstance(env, str):
+        _env_name(env, env_params)
     return Policy(policy.load_policy(Path(run_dir), step), run)

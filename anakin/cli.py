@@ -147,16 +147,51 @@ def _envs(argv: list[str]) -> int:
         return _error("envs", str(e))
 
 
+def check_env_command(env: str, /, num_envs: int = 4, num_steps: int = 200, seed: int = 0) -> int:
+    """Check that an environment keeps the contract anakin trains on: step it with random
+    legal actions under jit, vmap and scan, and check observations against its spec, reward
+    and end dtypes, terminated vs truncated, the final observation, auto-reset and action
+    masks. Prints one line per problem; exit code 1 if any.
+
+    Args:
+      env: an environment name (`anakin envs`) or an import path module:factory.
+      num_envs: environments stepped side by side.
+      num_steps: steps of each.
+      seed: the random actions' seed.
+    """
+    from anakin.envs.check import check_env
+
+    report = check_env(env, num_envs=num_envs, num_steps=num_steps, seed=seed)
+    for problem in report.problems:
+        print(f"anakin check-env: {report.name}: {problem}", file=sys.stderr)
+    if report.ok:
+        print(
+            f"{report.name}: ok ({report.steps:,} steps, {report.episodes:,} episodes ended, "
+            "no problem found)"
+        )
+    return 0 if report.ok else 1
+
+
+def _check_env(argv: list[str]) -> int:
+    from anakin import launch
+
+    try:
+        return launch.call_with_flags(check_env_command, argv, "anakin check-env")
+    except ValueError as e:
+        return _error("check-env", str(e))
+
+
 COMMANDS = {
     "train": _train,
     "evaluate": _saved_run_command("evaluate", "evaluate"),
     "collect": _saved_run_command("collect", "collect"),
     "render": _saved_run_command("render", "render"),
     "envs": _envs,
+    "check-env": _check_env,
 }
 
 
-USAGE = """usage: anakin {train,evaluate,collect,render,envs} ...
+USAGE = """usage: anakin {train,evaluate,collect,render,envs,check-env} ...
 
   train ALGO [--preset NAME] [flags]      train an algorithm (anakin train ALGO --help)
   train ALGO --resume RUN_DIR             continue a checkpointed run exactly
@@ -165,6 +200,7 @@ USAGE = """usage: anakin {train,evaluate,collect,render,envs} ...
   collect RUN_DIR --episodes N --out FILE record a saved policy into a dataset
   render RUN_DIR --out agent.gif          film a saved policy (GIF or MP4)
   envs [SUITE ...]                        list environment names per suite
+  check-env NAME|module:factory           check an environment against the contract
 
 multi-process runs: add --coordinator HOST:PORT --num-processes N --process-id I to every
 process's command (or set JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID)."""

@@ -58,7 +58,8 @@ def make_run_dir(out: str, name: str) -> Path:
 
 def default_run_name(algo: str, env: str) -> str:
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return f"{algo}-{env.replace('/', '_')}-{stamp}"  # suite prefixes: pgx/2048 -> pgx_2048
+    # Suite prefixes and import paths: pgx/2048 -> pgx_2048, pkg.mod:make -> pkg.mod_make.
+    return f"{algo}-{env.replace('/', '_').replace(':', '_')}-{stamp}"
 
 
 def to_record(metrics: dict[str, Any]) -> dict[str, Any]:

@@ -90,7 +90,8 @@ def setup(algo_name: str, cfg: TrainConfig) -> Setup:
     try:
         env, env_params = envs.make(cfg.env.name, hide=cfg.env.hide, **cfg.env.kwargs)
     except (TypeError, ValueError) as e:
-        raise ValueError(f"environment {cfg.env.name!r}: {e}") from None
+        named = str(e).startswith(("environment ", "--env "))  # already says which
+        raise ValueError(str(e) if named else f"environment {cfg.env.name!r}: {e}") from None
     spec = envs.spec(env, env_params, cfg.env.name)
     layout = Layout(cfg.arch.num_envs, len(devices), cfg.arch.rollout_length)
     # Each run's own values must be valid too (a swept discount of 1.5 is refused by name).

@@ -12,9 +12,12 @@ so a suite whose package is not installed costs nothing until then. It provides:
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import importlib
 import importlib.util
+import os
+import sys
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any, NamedTuple
@@ -47,8 +50,10 @@ SUITES: dict[str, Suite] = {
 }
 DEFAULT_SUITE = "gymnax"  # the suite of names without a prefix
 
-# Our own environments: name -> factory(**constructor_kwargs) returning an `Adapter`.
-_OWN: dict[str, Callable[..., Adapter]] = {}
+# Environments registered in this process: name -> maker(**kwargs) -> (adapter, params).
+_OWN: dict[str, Callable[..., tuple[Any, Any]]] = {}
+
+OBJECT_PREFIX = "object:"  # the name of an environment passed as a Python object
 
 
 def _suite(prefix: str, name: str = "") -> ModuleType:
@@ -76,14 +81,108 @@ def _parse(name: str) -> tuple[str, str]:
     return (prefix, id_) if slash else (DEFAULT_SUITE, name)
 
 
-def register(name: str, factory: Callable[..., Adapter]) -> None:
-    """Adds an environment of our own under `name`: `factory(**constructor_kwargs)` returns an
-    `envs.core.Adapter`. The name must not shadow one of the default suite or use a suite's
-    prefix."""
+def register(name: str, factory: Callable[..., Any]) -> None:
+    """Adds an environment of your own under `name`, for this process: `factory(**kwargs)`
+    returns an environment (see `as_adapter`: our `Adapter`, a gymnax 1.x environment, or an
+    auto-resetting `Environment`); `kwargs` are its parameters' fields and constructor
+    arguments, as for any name (`--env-kwargs`). Safe before JAX starts: nothing is imported
+    or built until the name is used. A run trained on it can be reopened by a process that
+    registers it again; `--env module:factory` instead names it so any process can.
+
+    Raises:
+      ValueError: the name is taken (registered already, a gymnax id, or a suite's prefix).
+    """
     prefix, slash, _ = name.partition("/")
-    if name in _OWN or (slash and prefix in SUITES) or name in _suite(DEFAULT_SUITE).names():
-        raise ValueError(f"environment {name!r} is already registered")
-    _OWN[name] = factory
+    clash = name in _OWN or (slash and prefix in SUITES) or ":" in name
+    if not clash and "gymnax" in sys.modules:  # else checked when the name is first used
+        clash = name in _suite(DEFAULT_SUITE).names()
+    if clash:
+        why = "has ':' (kept for module:factory paths)" if ":" in name else "is already taken"
+        raise ValueError(f"environment name {name!r} {why}; choose another")
+    _OWN[name] = lambda **kwargs: build(name, lambda **kw: as_adapter(factory(**kw), name), kwargs)
+
+
+def register_object(env: Any, params: Any = None) -> str:
+    """Registers an environment object (any that `as_adapter` takes) for this process and
+    returns its name, `object:<module>.<class>`; `params` replaces its default parameters."""
+    cls = type(env)
+    name = f"{OBJECT_PREFIX}{cls.__module__}.{cls.__qualname__}"
+    adapter = as_adapter(env, name)
+    if params is None:
+        params = adapter.default_params
+
+    def maker(**kwargs: Any) -> tuple[Any, Any]:
+        if kwargs:
+            raise ValueError(
+                f"{name} was passed as an object: set its parameters with env_params=, not "
+                f"env.kwargs {sorted(kwargs)}"
+            )
+        return adapter, params
+
+    _OWN[name] = maker
+    return name
+
+
+def import_path(path: str) -> Callable[..., Any]:
+    """The callable named by `module.sub:attr` (Gymnasium's entry-point spelling); ValueError
+    naming what is missing."""
+    module, _, attr = path.partition(":")
+    if not module or not attr:
+        raise ValueError(f"--env {path!r}: write an import path as module:callable")
+    try:
+        with _cwd_importable():
+            found: Any = importlib.import_module(module)
+    except ImportError as e:
+        raise ValueError(f"--env {path!r}: cannot import {module!r} ({e})") from None
+    for part in attr.split("."):
+        if not hasattr(found, part):
+            raise ValueError(f"--env {path!r}: module {module!r} has no {attr!r}")
+        found = getattr(found, part)
+    if not callable(found):
+        raise ValueError(f"--env {path!r}: {attr!r} is not callable")
+    return found
+
+
+@contextlib.contextmanager
+def _cwd_importable():
+    """The current directory on the module path while importing, as `python -m` has it, so
+    that `--env my_env:make` finds my_env.py beside the run (the `anakin` command's own path
+    starts at its script's directory)."""
+    cwd = os.getcwd()
+    added = cwd not in sys.path and "" not in sys.path
+    if added:
+        sys.path.insert(0, cwd)
+    try:
+        yield
+    finally:
+        if added and cwd in sys.path:
+            sys.path.remove(cwd)
+
+
+def as_adapter(env: Any, name: str) -> Any:
+    """An environment object as anakin steps it: our `Adapter` or auto-resetting `Environment`
+    as it is, a gymnax 1.x environment behind `gymnax_suite.GymnaxAdapter`; ValueError for
+    anything else, e.g. a Gymnasium or dm_env environment, which runs on the host."""
+    if isinstance(env, Adapter | Environment):
+        return env
+    if all(hasattr(env, a) for a in ("step_env", "reset_env", "is_truncated", "action_space")):
+        return _suite(DEFAULT_SUITE).GymnaxAdapter(env, name)
+    module = type(env).__module__.split(".")[0]
+    if module in ("gymnasium", "gym", "dm_env", "dm_control", "shimmy") or hasattr(
+        env, "unwrapped"
+    ):
+        raise ValueError(
+            f"environment {name!r} is a {module} environment ({type(env).__name__}), which runs "
+            "on the host; anakin runs environments written in JAX on the device (gymnax, "
+            "Craftax, XLand-MiniGrid, Jumanji, Pgx, navix, Brax, or your own with "
+            "reset_env/step_env/spec): see `anakin envs`, and test yours with `anakin check-env`"
+        )
+    raise ValueError(
+        f"environment {name!r} ({type(env).__name__}) is neither a gymnax 1.x environment "
+        "(reset_env, step_env, is_truncated, action_space, default_params) nor an "
+        "anakin.envs.Adapter (default_params, reset_env, step_env, spec); `anakin check-env` "
+        "tells what is missing"
+    )
 
 
 def installed(prefix: str) -> bool:
@@ -115,7 +214,19 @@ def _unknown(kind: str, value: str, choices: list[str]) -> ValueError:
 def _maker(name: str) -> Callable[..., tuple[Adapter, Any]]:
     """`maker(**kwargs) -> (adapter, params)` for `name`; ValueError if there is none."""
     if name in _OWN:
-        return lambda **kwargs: build(name, _OWN[name], kwargs)
+        if "/" not in name and ":" not in name and name in _suite(DEFAULT_SUITE).names():
+            raise ValueError(f"environment {name!r} is registered but is also a gymnax id")
+        return _OWN[name]
+    if name.startswith(OBJECT_PREFIX):
+        raise ValueError(
+            f"environment {name!r} was passed as a Python object when the run was trained, so "
+            "it cannot be rebuilt from its name here: pass the object again in Python "
+            "(anakin.load_policy(RUN, env=obj) or anakin.train(..., env=obj), after which "
+            "anakin.evaluate/collect/render find it too), or train with --env module:factory"
+        )
+    if ":" in name:
+        factory = import_path(name)
+        return lambda **kwargs: build(name, lambda **kw: as_adapter(factory(**kw), name), kwargs)
     prefix, id_ = _parse(name)
     suite = _suite(prefix, name)
     ids = suite.names()
@@ -153,6 +264,10 @@ def make(
     """
     env, params = _maker(name)(**kwargs)
     obs_spec = env.spec(params).validate()
+    if not isinstance(env, Adapter):  # an auto-resetting Environment of its own
+        if hide:
+            raise ValueError(f"hide={tuple(hide)} needs an Adapter; {name} resets itself")
+        return EpisodeStatistics(env), params
     if hide:
         if len(set(hide)) != len(hide):
             raise ValueError(f"hide={tuple(hide)} names an entry twice; give each index once")

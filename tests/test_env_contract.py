@@ -184,9 +184,11 @@ def test_unknown_suite_is_one_line_naming_the_known_ones():
 
 
 def test_register_refuses_shadowing_names():
-    for name in ("test-Count", "CartPole-v1", "gymnax/Mine"):
-        with pytest.raises(ValueError, match="already registered"):
+    for name in ("test-Count", "CartPole-v1", "gymnax/Mine"):  # gymnax is imported here
+        with pytest.raises(ValueError, match="is already taken"):
             envs.register(name, toy_envs.CountEnv)
+    with pytest.raises(ValueError, match="has ':'"):
+        envs.register("my:env", toy_envs.CountEnv)
 
 
 def test_a_suite_is_one_module_and_one_table_entry(tmp_path, monkeypatch):
