@@ -17,7 +17,7 @@ cell output stays readable; `quiet=True` turns it off.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -99,6 +99,22 @@ def check_env(env: Any, params: Any = None, **kwargs: Any) -> Any:
     from anakin.envs.check import check_env as check
 
     return check(env, params, **kwargs)
+
+
+def plot(
+    run_dirs: Sequence[str | Path],
+    out: str | Path = "curves.png",
+    *,
+    x: str = "both",
+    title: str = "",
+) -> list[dict[str, Any]]:
+    """Draws learning curves of run directories into `out` (PNG or SVG), grouped by algorithm,
+    environment and the settings that differ between them, each group's seeds as an IQM line
+    with a 95% bootstrap band; returns each group's final-return IQM (see
+    `anakin.curves`). Needs the `plot` extra."""
+    from anakin import curves as plot_lib
+
+    return plot_lib.plot(list(run_dirs), out, x=x, title=title)
 
 
 def _env_name(env: Any, env_params: Any = None) -> str | None:

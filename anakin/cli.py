@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from typing import Literal
 
 from anakin import _xla
 
@@ -181,6 +182,42 @@ def _check_env(argv: list[str]) -> int:
         return _error("check-env", str(e))
 
 
+def plot_command(
+    run_dirs: tuple[str, ...],
+    /,
+    out: str = "curves.png",
+    x: Literal["env_steps", "wall_time", "both"] = "both",
+    title: str = "",
+) -> int:
+    """Draw learning curves of run directories: grouped by algorithm, environment and the
+    settings that differ between them (read from each config.json), each group's seeds as an
+    IQM line with a 95% bootstrap band, against env steps and/or wall-clock time; prints each
+    group's final-return IQM. Needs the plot extra.
+
+    Args:
+      run_dirs: run directories written by `anakin train`.
+      out: the picture to write (.png, .svg or .pdf).
+      x: the x axis: env_steps, wall_time, or both (two panels).
+      title: the figure's title.
+    """
+    from anakin import curves
+
+    rows = curves.plot(list(run_dirs), out, x=x, title=title)
+    print(f"wrote {out}\n\n{curves.table(rows)}")
+    return 0
+
+
+def _plot(argv: list[str]) -> int:
+    from anakin import launch
+
+    try:
+        return launch.call_with_flags(plot_command, argv, "anakin plot")
+    except ValueError as e:
+        return _error("plot", str(e))
+    except OSError as e:
+        return _error("plot", _os_error(e))
+
+
 COMMANDS = {
     "train": _train,
     "evaluate": _saved_run_command("evaluate", "evaluate"),
@@ -188,10 +225,11 @@ COMMANDS = {
     "render": _saved_run_command("render", "render"),
     "envs": _envs,
     "check-env": _check_env,
+    "plot": _plot,
 }
 
 
-USAGE = """usage: anakin {train,evaluate,collect,render,envs,check-env} ...
+USAGE = """usage: anakin {train,evaluate,collect,render,envs,check-env,plot} ...
 
   train ALGO [--preset NAME] [flags]      train an algorithm (anakin train ALGO --help)
   train ALGO --resume RUN_DIR             continue a checkpointed run exactly
@@ -201,6 +239,7 @@ USAGE = """usage: anakin {train,evaluate,collect,render,envs,check-env} ...
   render RUN_DIR --out agent.gif          film a saved policy (GIF or MP4)
   envs [SUITE ...]                        list environment names per suite
   check-env NAME|module:factory           check an environment against the contract
+  plot RUN_DIR ... [--out curves.png]     learning curves, grouped by what the runs trained
 
 multi-process runs: add --coordinator HOST:PORT --num-processes N --process-id I to every
 process's command (or set JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID)."""

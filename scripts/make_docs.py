@@ -54,7 +54,7 @@ scores 0 and the best return the task allows (or the best published one, each ci
 [`scripts/suite_tasks.py`](../scripts/suite_tasks.py)) scores 1. Aggregates over tasks and seeds
 come from [rliable](https://github.com/google-research/rliable) (Agarwal et al., "Deep
 Reinforcement Learning at the Edge of the Statistical Precipice", NeurIPS 2021), through
-[`scripts/suite_stats.py`](../scripts/suite_stats.py): the IQM (interquartile mean of all runs),
+[`anakin/stats.py`](../anakin/stats.py): the IQM (interquartile mean of all runs),
 the mean (over tasks of each task's mean), the optimality gap (how far runs fall short of 1;
 lower is better), each with a 95% stratified bootstrap interval.
 """

@@ -6,7 +6,7 @@
 Runs `anakin train impala --num-seeds S` once, then `anakin train impala --arch.seed i` for
 i = 0..S-1 one after another (the persistent compilation cache is on, as for any user, so the
 separate runs after the first skip most of XLA's work), and prints the wall time of each way,
-then draws both with scripts/plot.py (mean and 95% bootstrap band over seeds).
+then draws both with `anakin plot` (scripts/plot.py: IQM and 95% bootstrap band over seeds).
 """
 
 from __future__ import annotations
@@ -72,8 +72,6 @@ def main() -> None:
             str(ROOT / "scripts" / "plot.py"),
             str(out / "together"),
             *[str(out / f"separate-s{i}") for i in range(args.seeds)],
-            "--group",
-            r"(together|separate)",
             "--out",
             str(out / "seeds.png"),
             "--title",

@@ -40,7 +40,7 @@ the task allows (or the best published one; each is cited in scripts/suite_tasks
 Tasks without a known best return (and any task you add) keep their raw returns and stay out of
 the aggregates unless you give one with --best NAME=VALUE. Aggregates over tasks and seeds: IQM,
 mean and optimality gap, each with a 95% stratified bootstrap interval (rliable, through
-scripts/suite_stats.py), over the tasks that every algorithm (and the baseline) completed, so
+anakin/stats.py), over the tasks that every algorithm (and the baseline) completed, so
 all columns compare the same tasks.
 
 Sizes (--size): budgets per task family and seeds per task.
@@ -67,7 +67,7 @@ already finished with the same task, budget and seeds instead of training them a
 
 The parts: scripts/suite_tasks.py (tasks, budgets, best returns with their sources),
 suite_rollout.py (the random policy and greedy evaluation), suite_run.py (anakin's runs),
-suite_ppo.py (the PureJaxRL baseline), suite_stats.py (statistics), suite_report.py (scores,
+suite_ppo.py (the PureJaxRL baseline), anakin/stats.py (statistics), suite_report.py (scores,
 tables, plot, output files); this file is the command line.
 """
 

@@ -3,7 +3,7 @@
 Each seed's final return becomes a normalised score (scripts/suite_tasks.py's random and best
 returns); per column (algorithm or baseline), each task gets the mean score over its seeds with a
 95% bootstrap interval, and the tasks every column completed get the aggregates of
-scripts/suite_stats.py (IQM, mean, optimality gap with stratified bootstrap intervals).
+anakin/stats.py (IQM, mean, optimality gap with stratified bootstrap intervals).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from scripts import suite_stats
+from anakin import stats as suite_stats
 from scripts.suite_ppo import BASELINE
 
 

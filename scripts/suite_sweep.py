@@ -35,7 +35,8 @@ import numpy as np
 if __name__ == "__main__" and not __package__:  # run as a file: import its siblings as `scripts`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scripts import suite_report, suite_rollout, suite_run, suite_stats, suite_tasks  # noqa: E402
+from anakin import stats as suite_stats  # noqa: E402
+from scripts import suite_report, suite_rollout, suite_run, suite_tasks  # noqa: E402
 
 CI_TASKS = tuple(t for t in suite_tasks.DEFAULT_TASKS if not t.endswith("-MinAtar"))
 

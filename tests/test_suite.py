@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scripts import make_docs, plot, suite, suite_ppo, suite_run, suite_tasks
-from scripts import suite_stats as stats
+from anakin import stats
+from scripts import make_docs, suite, suite_ppo, suite_run, suite_tasks
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -141,14 +141,6 @@ def test_task_intervals():
     (m0, lo0, hi0), (m1, lo1, hi1) = stats.task_intervals([np.zeros(2), np.array([1.0, 3.0])])
     assert (m0, lo0, hi0) == (0.0, 0.0, 0.0)
     assert (m1, lo1, hi1) == (2.0, 1.0, 3.0)  # 2 runs: the mean of a resample is 1, 2 or 3
-
-
-def test_plot_band_uses_each_points_finite_runs():
-    ys = np.array([[0.0, np.nan, 1.0], [2.0, np.nan, 1.0], [4.0, np.nan, np.nan]])
-    band = plot.band(ys, reps=200)
-    assert band[0, 0] <= 2.0 <= band[0, 1] and band[0, 0] < band[0, 1]
-    assert np.isnan(band[1]).all()
-    np.testing.assert_array_equal(band[2], [1.0, 1.0])
 
 
 def test_task_names_and_families():

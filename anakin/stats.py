@@ -2,8 +2,8 @@
 
 Agarwal, Schwarzer, Castro, Courville and Bellemare, "Deep Reinforcement Learning at the Edge of
 the Statistical Precipice" (NeurIPS 2021), through its library `rliable` (`metrics` and
-`library.get_interval_estimates`); the one statistics module of scripts/ (suite.py,
-suite_sweep.py and plot.py all call it):
+`library.get_interval_estimates`); the one statistics module of anakin (`anakin plot`) and of
+scripts/ (the task suite and its sweeps):
 
 - IQM: the interquartile mean of all runs of all tasks pooled (`metrics.aggregate_iqm`,
   `scipy.stats.trim_mean(x, 0.25)`: `floor(0.25 n)` runs dropped at each end).
@@ -32,7 +32,18 @@ import contextlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
-from rliable import library, metrics
+
+
+def _rliable():
+    """rliable's `library` and `metrics`, or ValueError naming the extra that installs it."""
+    try:
+        from rliable import library, metrics
+    except ImportError:
+        raise ValueError(
+            'statistics need rliable: pip install -e ".[plot]" (or ".[suite]")'
+        ) from None
+    return library, metrics
+
 
 Scores = Sequence[np.ndarray]  # one 1-D array of run scores per task ([runs, tasks] also works)
 Statistic = Callable[[Scores], float]
@@ -52,22 +63,25 @@ def pooled(scores: Scores) -> np.ndarray:
 
 def iqm(scores: Scores) -> float:
     """Interquartile mean of all runs of all tasks pooled."""
+    _, metrics = _rliable()
     return float(metrics.aggregate_iqm(pooled(scores)))
 
 
 def mean(scores: Scores) -> float:
     """Mean over tasks of each task's mean score."""
+    _, metrics = _rliable()
     tasks = [np.asarray(s, float).reshape(len(s), -1) for s in scores]  # [runs, tasks] each
     return float(np.mean([metrics.aggregate_mean(t) for t in tasks]))
 
 
 def optimality_gap(scores: Scores, gamma: float = 1.0) -> float:
     """gamma - mean(min(score, gamma)) over all runs: the average shortfall from gamma."""
+    _, metrics = _rliable()
     return float(metrics.aggregate_optimality_gap(pooled(scores), gamma))
 
 
 def median(scores: Scores) -> float:
-    """Median of all runs pooled (scripts/plot.py's table of one group's runs)."""
+    """Median of all runs pooled (`anakin plot`'s table of one group's runs)."""
     return float(np.median(pooled(scores)))
 
 
@@ -109,6 +123,7 @@ def interval_estimates(
     else:
         data = [s[:, None] for s in tasks]  # [runs_t, 1] per task
     fns = list(statistics.values())
+    library, _ = _rliable()
 
     def func(*arrays: np.ndarray) -> np.ndarray:
         return np.array([fn(arrays) for fn in fns])
@@ -140,6 +155,8 @@ def task_intervals(
     if not tasks or any(len(s) == 0 for s in tasks):
         raise ValueError("every task needs at least one run score")
 
+    library, metrics = _rliable()
+
     def func(*arrays: np.ndarray) -> np.ndarray:
         return np.array([metrics.aggregate_mean(a) for a in arrays])
 
@@ -154,3 +171,29 @@ def task_intervals(
 def task_ci(runs: np.ndarray, reps: int = 2000, seed: int = 0) -> tuple[float, float, float]:
     """Mean of one task's run scores with its 95% bootstrap interval over those runs."""
     return task_intervals([runs], reps=reps, seed=seed)[0]
+
+
+def curve_intervals(
+    curves: np.ndarray, reps: int = 1000, seed: int = 0, level: float = 0.95
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The IQM over runs at each point of `curves` [runs, points], with its stratified bootstrap
+    interval (each point resampled over its runs): (iqm, low, high), each [points]. Points
+    where fewer than one run has a value are NaN."""
+    from scipy import stats as scipy_stats
+
+    library, _ = _rliable()
+    curves = np.asarray(curves, float)
+    ok = np.isfinite(curves).all(axis=0)
+    out = [np.full(curves.shape[1], np.nan) for _ in range(3)]
+    if not ok.any():
+        return tuple(out)
+
+    def func(x: np.ndarray) -> np.ndarray:
+        return scipy_stats.trim_mean(x, 0.25, axis=0)
+
+    with _numpy_seed(seed):
+        points, intervals = library.get_interval_estimates(
+            {"c": curves[:, ok]}, func, reps=reps, confidence_interval_size=level
+        )
+    out[0][ok], out[1][ok], out[2][ok] = points["c"], intervals["c"][0], intervals["c"][1]
+    return tuple(out)
