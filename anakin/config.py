@@ -220,6 +220,25 @@ class EnvConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class GuardConfig:
+    """The divergence guard: a diverged run stops before any checkpoint of its state.
+
+    Attributes:
+      enabled: stop at once when a parameter or the loss is non-finite, and when the gradient
+        norm of some SGD step of a call is non-finite for `patience` calls in a row (a
+        learning rate so large that the parameters stay finite while learning stops).
+      patience: program calls in a row with a non-finite gradient norm that stop the run.
+    """
+
+    enabled: bool = True
+    patience: int = 3
+
+    def validate(self) -> None:
+        if self.patience < 1:
+            raise ValueError(f"guard.patience={self.patience} must be >= 1")
+
+
+@dataclasses.dataclass(frozen=True)
 class TrainConfig(Generic[AlgoConfigT]):
     """Everything a training run needs.
 
@@ -239,6 +258,7 @@ class TrainConfig(Generic[AlgoConfigT]):
       tensorboard: also write TensorBoard event files (needs the `tensorboard` extra).
       wandb: also log to Weights & Biases (`--wandb`; needs the `wandb` extra).
       render: videos of the evaluation policy while training (`--render-every N`).
+      guard: when a diverged run stops (non-finite parameters, loss or gradients).
       out: directory under which the run directory is made.
       run_name: the run directory's name; empty means ALGO_ENV_TIMESTAMP.
       stop_return: stop early once a call's mean return of completed episodes reaches this.
@@ -256,6 +276,7 @@ class TrainConfig(Generic[AlgoConfigT]):
     tensorboard: bool = resumable(False)
     wandb: WandbConfig = resumable(WandbConfig())
     render: RenderConfig = resumable(RenderConfig())
+    guard: GuardConfig = resumable(GuardConfig())
     out: str = resumable("runs")
     run_name: str = resumable("")
     stop_return: float | None = resumable(None)

@@ -427,6 +427,40 @@ class _BetweenCalls:
             raise HookFailed(f"the {what} failed ({type(e).__name__}: {first}); {saved}") from e
 
 
+class _Guard:
+    """The divergence guard (`GuardConfig`): what stops a call's record, or None. Non-finite
+    parameters or loss stop at once; a non-finite gradient norm (the metrics' "grad_norm",
+    which every algorithm reports) after `patience` calls in a row, each run counted alone."""
+
+    def __init__(self, cfg: Any, runs: Any):
+        self.cfg, self.runs = cfg, runs
+        self.streak = [0] * (runs.num if runs else 1)
+
+    def __call__(self, record: dict[str, Any], finite: list[bool]) -> str | None:
+        if not self.cfg.enabled:
+            return None
+        problem = diverged(record, finite, self.runs)
+        if problem:
+            return problem
+        rows = record["per_run"] if self.runs else [record]
+        for r, row in enumerate(rows):
+            bad = "grad_norm" in row and row["grad_norm"] is None  # to_record: NaN/inf -> None
+            self.streak[r] = self.streak[r] + 1 if bad else 0
+        stopped = [r for r, n in enumerate(self.streak) if n >= self.cfg.patience]
+        if not stopped:
+            return None
+        which = (
+            f" in run(s) {stopped} (seeds {[self.runs.seeds[r] for r in stopped]})"
+            if self.runs
+            else ""
+        )
+        return (
+            f"non-finite gradient norm{which} in {self.cfg.patience} calls "
+            f"in a row, up to env step {record['env_steps']:,} (call {record['call']}; "
+            "guard.patience sets how many)"
+        )
+
+
 def _one_call(
     s: Setup, train_step: Callable, state: RunnerState, call: int, expected_s: float, t_zero: float
 ) -> tuple[RunnerState, dict[str, Any], list[bool], float]:
@@ -516,6 +550,7 @@ def _train(
     train_time = 0.0
     interrupted = None
     between = _BetweenCalls(s, opened, videos, reporter)
+    guard = _Guard(cfg.guard, s.runs)
     failed = True  # until the loop ends without raising
     signals = held.enter_context(_StopSignals())
     try:
@@ -537,7 +572,7 @@ def _train(
                 s, train_step, state, call, last_call_s, start - opened.wall_offset
             )
             train_time += last_call_s
-            problem = diverged(record, finite, s.runs)
+            problem = guard(record, finite)
             if problem:
                 reporter.write({**record, "diverged": True}, final=True)
                 where = (
@@ -546,7 +581,10 @@ def _train(
                     if between.last_good is not None
                     else "no checkpoint was written"
                 )
-                raise TrainingDiverged(f"{problem}; stopped without checkpointing; {where}")
+                raise TrainingDiverged(
+                    f"{problem}; stopped without checkpointing; {where}; lower "
+                    "algo.learning_rate or clip the gradients (algo.max_grad_norm)"
+                )
             ret = record["mean_return"]
             stop = cfg.stop_return is not None and ret is not None and ret >= cfg.stop_return
             if stop and reached is None:

@@ -86,6 +86,7 @@ def setup(algo_name: str, cfg: TrainConfig) -> Setup:
     cfg.arch.validate(len(devices))
     cfg.eval.validate(len(devices))
     cfg.checkpoint.validate()
+    cfg.guard.validate()
     runs = make_runs(cfg, entry.config_cls)
     try:
         env, env_params = envs.make(cfg.env.name, hide=cfg.env.hide, **cfg.env.kwargs)

@@ -87,7 +87,8 @@ class Algorithm(NamedTuple):
         `evaluate` (static) asks for the evaluation policy (greedy, or an evaluation epsilon).
     update(learner, traj: Transition [T, B], key) -> (learner, metrics)
         Averages gradients with `anakin.devices.pmean`; metrics are scalars and include
-        "loss" (the divergence guard reads it). Offline algorithms get their device's dataset
+        "loss" and "grad_norm" (the global norm of the averaged gradients), which the
+        divergence guard reads. Offline algorithms get their device's dataset
         shard in place of `traj`.
     The learner state follows `LearnerState`: `params`, `replay` and `sgd_steps`.
     """

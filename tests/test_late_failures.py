@@ -107,3 +107,25 @@ def test_an_unwritable_run_directory_still_gives_the_evaluation(saved_run, monke
     captured = capsys.readouterr()
     assert json.loads(captured.out)["eval_episodes"] == 4
     assert "was not saved" in captured.err and "Permission denied" in captured.err
+
+
+@pytest.mark.parametrize("algo", ["impala", "ppo"])
+def test_divergence_with_finite_parameters_is_stopped(tmp_path, algo, capsys):
+    """A learning rate of 1e6 keeps the parameters finite while every gradient norm is
+    infinite: the guard stops after guard.patience calls, before any checkpoint."""
+    args = ["train", algo, "--preset", "tiny", "--quiet", "--algo.learning-rate", "1e6"]
+    args += ["--arch.total-env-steps", "100000", "--out", str(tmp_path), "--run-name", "lr"]
+    assert cli.main(args) == 3
+    line = one_error_line(capsys)
+    assert "non-finite gradient norm in 3 calls in a row" in line
+    assert "lower algo.learning_rate or clip the gradients" in line
+    assert Checkpointer(tmp_path / "lr").good_steps() == []
+    records = logger.read_metrics(tmp_path / "lr")
+    assert len(records) == 3 and records[-1]["diverged"] is True
+
+
+def test_the_guard_can_be_relaxed_or_turned_off(tmp_path, capsys):
+    args = [*TINY, "--algo.learning-rate", "1e6", "--arch.total-env-steps", "512"]
+    assert cli.main([*args, "--out", str(tmp_path), "--run-name", "off", "--guard.no-enabled"]) == 0
+    assert cli.main([*args, "--out", str(tmp_path), "--guard.patience", "0"]) == 2
+    assert "guard.patience=0 must be >= 1" in one_error_line(capsys)
