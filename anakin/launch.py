@@ -26,8 +26,14 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from anakin import algorithms
-from anakin.config import TrainConfig
-from anakin.rundir import Resume, check_resume, check_same_devices, load_saved_config
+from anakin.config import TrainConfig, differences
+from anakin.rundir import (
+    Resume,
+    check_resume,
+    check_same_devices,
+    load_saved_config,
+    recorded_config,
+)
 
 
 class Launch(NamedTuple):
@@ -78,8 +84,9 @@ def resolve_config(
                 f"{given} and --resume (resume=) do not go together: a resumed run keeps the "
                 "config it was saved with; change settings with flags (overrides)"
             )
-        saved = load_saved_config(Path(resume), algo)
-        cfg, source = saved, f"the run in {resume}"
+        cfg, source = load_saved_config(Path(resume), algo), f"the run in {resume}"
+        # What the checkpoint was trained with; a config.json edited since is a change.
+        saved = recorded_config(Path(resume), resume_step, algo) or cfg
     elif config is not None:
         if preset is not None or flags or settings:
             raise ValueError("pass either config= or a preset and settings, not both")
@@ -106,7 +113,16 @@ def resolve(algo: str, *, force: bool = False, **request: Any) -> Launch:
     cfg, saved = resolve_config(algo, **request)
     resume = request.get("resume")
     if saved is not None:
-        check_resume(saved, cfg, force)
+        try:
+            check_resume(saved, cfg, force)
+        except ValueError as e:
+            edited = differences(saved, load_saved_config(Path(resume), algo))
+            if edited:
+                fields = ", ".join(name for name, _, _ in edited)
+                e = ValueError(
+                    f"{resume}/config.json was edited after its checkpoint ({fields}); {e}"
+                )
+            raise e from None
     runner.check_reporting(cfg)
     prepared = setup.setup(algo, cfg)
     if saved is not None:

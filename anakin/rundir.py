@@ -48,6 +48,26 @@ def load_saved_config(run_dir: Path, algo_name: str) -> TrainConfig:
     return train_config_from_dict(saved["config"], algorithms.get(algo_name).config_cls)
 
 
+def recorded_config(run_dir: Path, step: int | None, algo_name: str) -> TrainConfig | None:
+    """The config that checkpoint `step` (None: the newest complete one) was saved with, from
+    its own record (`meta`), or None where it cannot be read (the restore then says why). A
+    config.json edited by hand after the checkpoint differs from it."""
+    from anakin.checkpoint import MANIFEST
+
+    ckpts = Path(run_dir) / "checkpoints"
+    try:
+        if step is None:
+            done = [int(p.name) for p in ckpts.iterdir() if p.name.isdigit()]
+            done = [d for d in done if (ckpts / str(d) / MANIFEST).is_file()]
+            step = max(done) if done else None
+        if step is None:
+            return None
+        meta = json.loads((ckpts / str(step) / "meta" / "metadata").read_text())
+        return train_config_from_dict(meta["config"], algorithms.get(algo_name).config_cls)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def agree(text: str) -> str:
     """Process 0's `text` on every process (run directory names must match across hosts)."""
     if jax.process_count() == 1:
@@ -117,7 +137,10 @@ def _flat(tree: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def write_description(
-    run_dir: Path, description: dict[str, Any], resumed_from: int | None = None
+    run_dir: Path,
+    description: dict[str, Any],
+    resumed_from: int | None = None,
+    trained_config: dict[str, Any] | None = None,
 ) -> list[str]:
     """Writes `description` as the run's config.json, never losing the one it replaces.
 
@@ -125,6 +148,9 @@ def write_description(
     `arch.total_env_steps`, or anything with `--force`), the saved description is first
     appended to `config-history.jsonl` with the env step from which it stopped applying and
     the fields that changed, so every setting the run ever trained with stays on record.
+
+    `trained_config`: the config the resumed checkpoint was saved with (its own record); the
+    changes are counted from it, so a hand edit of config.json is recorded like a flag.
 
     Returns:
       The changed fields that a resume keeps unless forced (empty for a plain resume).
@@ -134,6 +160,8 @@ def write_description(
         files.write_json(path, description)
         return []
     old = read_description(run_dir)
+    if trained_config is not None:
+        old = {**old, "config": trained_config}
     new = json.loads(json.dumps(description, default=str))
     # The config, and for offline runs the dataset's bytes ("dataset_file.sha256").
     before = _flat(old.get("config", {})) | _flat(old.get("dataset") or {}, "dataset_file")

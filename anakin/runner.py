@@ -304,6 +304,7 @@ def _open(s: Setup, resume: Resume | None, primary: bool, held: contextlib.ExitS
 
     state = s.program.init(cfg.arch.seed)
     first_call, wall_offset, last_good, resumed_from = 0, 0.0, None, None
+    trained_config = None
     if resume:
         ckpt = checkpointer or Checkpointer(run_dir, cfg.checkpoint.keep)
         step = resume.step if resume.step is not None else ckpt.latest_step()
@@ -315,6 +316,7 @@ def _open(s: Setup, resume: Resume | None, primary: bool, held: contextlib.ExitS
                 "--arch.total-env-steps to train on"
             )
         state = s.program.load_view(restored, state)
+        trained_config = meta.get("config")
         first_call, wall_offset, last_good = meta["call"] + 1, meta["wall_time"], step
         resumed_from = step
         if primary:
@@ -324,7 +326,7 @@ def _open(s: Setup, resume: Resume | None, primary: bool, held: contextlib.ExitS
     if primary:
         # The config it replaces goes to config-history.jsonl; a forced change pins the
         # checkpoint it started from, so `keep` cannot delete the last state before it.
-        forced = write_description(run_dir, description, resumed_from)
+        forced = write_description(run_dir, description, resumed_from, trained_config)
         if forced and checkpointer:
             checkpointer.pin(resumed_from, f"resumed with --force changing {', '.join(forced)}")
     return _Opened(

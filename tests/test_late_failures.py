@@ -129,3 +129,25 @@ def test_the_guard_can_be_relaxed_or_turned_off(tmp_path, capsys):
     assert cli.main([*args, "--out", str(tmp_path), "--run-name", "off", "--guard.no-enabled"]) == 0
     assert cli.main([*args, "--out", str(tmp_path), "--guard.patience", "0"]) == 2
     assert "guard.patience=0 must be >= 1" in one_error_line(capsys)
+
+
+def test_a_hand_edit_of_config_json_is_a_change_like_a_flag(tmp_path, capsys):
+    assert cli.main([*TINY, "--out", str(tmp_path), "--run-name", "h"]) == 0
+    run = tmp_path / "h"
+    config = json.loads((run / "config.json").read_text())
+    config["config"]["algo"]["learning_rate"] = 0.01
+    (run / "config.json").write_text(json.dumps(config))
+    before = snapshot(run)
+    resume = ["train", "impala", "--resume", str(run), "--arch.total-env-steps", "256", "--quiet"]
+    assert cli.main(resume) == 2
+    err = capsys.readouterr().err
+    assert "config.json was edited after its checkpoint (algo.learning_rate)" in err
+    assert "algo.learning_rate: saved 0.002, now 0.01" in err
+    assert snapshot(run) == before  # refused: no file changed
+    assert cli.main([*resume, "--force"]) == 0
+    (entry,) = [
+        json.loads(line) for line in (run / "config-history.jsonl").read_text().splitlines()
+    ]
+    assert entry["changed"]["algo.learning_rate"] == [0.002, 0.01]
+    assert entry["until_env_step"] == 128
+    assert "128" in json.loads((run / "checkpoints" / "pinned.json").read_text())
