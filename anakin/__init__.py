@@ -8,23 +8,13 @@ From Python (see `anakin.api` and the README's "From Python")::
 """
 
 from anakin import _xla  # noqa: F401  (must run before JAX creates its backends)
-from anakin.api import (
-    Policy,
-    TrainResult,
-    check_env,
-    collect,
-    evaluate,
-    load_policy,
-    make_config,
-    plot,
-    register,
-    render,
-    train,
-)
 
 __version__ = "0.1.0"
 
-__all__ = [
+# The Python API is imported on first use (`anakin.train`, ...), so that `import anakin` and
+# the `anakin` command start without importing JAX: a Ctrl-C during start-up then meets
+# anakin's own signal handling (anakin/cli.py) rather than an import in progress.
+_API = (
     "Policy",
     "TrainResult",
     "check_env",
@@ -36,4 +26,13 @@ __all__ = [
     "register",
     "render",
     "train",
-]
+)
+__all__ = list(_API)
+
+
+def __getattr__(name: str):
+    if name in _API:
+        from anakin import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'anakin' has no attribute {name!r}")

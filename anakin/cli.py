@@ -7,12 +7,49 @@ compiles, with a message that names them.
 
 from __future__ import annotations
 
-import json
 import os
+import signal
 import sys
-from typing import Literal
 
-from anakin import _xla
+
+def _stop_at_start_up(signum: int, frame: Any) -> None:
+    """SIGINT/SIGTERM outside the training loop (start-up: imports, set-up, compiling's
+    preparations; or after it): one line and the signal's exit code at once, never a
+    traceback or a native crash in JAX's threads at interpreter exit. A fresh run directory
+    that holds nothing yet (no checkpoint, no metrics) is removed, so none is left that
+    --resume would refuse; the training loop installs its own handlers (runner._StopSignals),
+    which save before stopping."""
+    import shutil
+
+    name = signal.Signals(signum).name
+    code = 128 + signum  # 130 for SIGINT, 143 for SIGTERM
+    runner = sys.modules.get("anakin.runner")
+    started = runner.FRESH_RUN_DIR.get("run_dir") if runner else None
+    kept = ""
+    if started is not None:
+        empty = not any((started / "checkpoints").glob("[0-9]*")) and not (
+            (started / "metrics.jsonl").is_file() and (started / "metrics.jsonl").stat().st_size
+        )
+        if empty:
+            shutil.rmtree(started, ignore_errors=True)
+            kept = f"; {started} held nothing yet and was removed"
+        else:
+            kept = f"; what was saved is in {started}"
+    command = " ".join(sys.argv[1:2]) or "anakin"
+    os.write(2, f"anakin {command}: stopped by {name} before training{kept}\n".encode())
+    os._exit(code)
+
+
+# The `anakin` command and `python -m anakin.cli` take start-up interrupts from here on,
+# before the imports below (the console script's own imports are the only ones before it).
+if __name__ == "__main__" or os.path.basename(sys.argv[0]) == "anakin":
+    for _sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(_sig, _stop_at_start_up)
+
+import json  # noqa: E402
+from typing import Any, Literal  # noqa: E402
+
+from anakin import _xla  # noqa: E402
 
 
 def _algo_help() -> str:
@@ -245,6 +282,14 @@ multi-process runs: add --coordinator HOST:PORT --num-processes N --process-id I
 process's command (or set JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID)."""
 
 
+def run() -> int:
+    """The `anakin` command: `main` with start-up interrupts handled (see
+    `_stop_at_start_up`); `main` alone leaves signal handling to its caller."""
+    for sig in (signal.SIGINT, signal.SIGTERM):  # (again: a caller may have changed them)
+        signal.signal(sig, _stop_at_start_up)
+    return main()
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
@@ -291,4 +336,4 @@ def _distributed(argv: list[str]) -> list[str]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())

@@ -273,6 +273,11 @@ class _StopSignals:
         return (self.received or "a signal to another process") if np.any(flags) else None
 
 
+# The fresh run directory this process made, for the `anakin` command's start-up interrupt
+# handler (anakin/cli.py), which removes it while it holds nothing.
+FRESH_RUN_DIR: dict[str, Path] = {}
+
+
 class _Opened(NamedTuple):
     """A run directory opened for training: fresh, or a checkpoint restored into it."""
 
@@ -297,6 +302,7 @@ def _open(s: Setup, resume: Resume | None, primary: bool, held: contextlib.ExitS
         name = agree(cfg.run_name or logger.default_run_name(algo_name, cfg.env.name))
         run_dir = logger.make_run_dir(cfg.out, name) if primary else Path(cfg.out) / name
         run_dir = Path(agree(str(run_dir)))
+        FRESH_RUN_DIR["run_dir"] = run_dir  # a start-up interrupt removes it while empty
     if primary:  # one training process per run directory (two resumes would both write)
         held.enter_context(RunLock(run_dir))
     checkpointer = Checkpointer(run_dir, cfg.checkpoint.keep) if cfg.checkpoint.enabled else None

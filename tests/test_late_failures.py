@@ -151,3 +151,34 @@ def test_a_hand_edit_of_config_json_is_a_change_like_a_flag(tmp_path, capsys):
     assert entry["changed"]["algo.learning_rate"] == [0.002, 0.01]
     assert entry["until_env_step"] == 128
     assert "128" in json.loads((run / "checkpoints" / "pinned.json").read_text())
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_an_interrupt_during_start_up_is_one_line_and_leaves_nothing(tmp_path, sig):
+    """Ctrl-C or SIGTERM while anakin starts (imports, set-up, before training): one line,
+    exit 130 or 143, and no run directory that --resume would refuse."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    args = [sys.executable, "-m", "anakin.cli", *TINY, "--arch.total-env-steps", "100000000"]
+    proc = subprocess.Popen(
+        [*args, "--out", str(tmp_path), "--run-name", "s"],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "ANAKIN_COMPILE_CACHE": "0"},
+    )
+    time.sleep(1.5)
+    proc.send_signal(getattr(signal, sig))
+    _, err = proc.communicate(timeout=120)
+    lines = err.strip().splitlines()
+    if proc.returncode == 75:  # it had reached training: saved, and resumable
+        assert Checkpointer(tmp_path / "s").good_steps()
+        return
+    assert proc.returncode == 128 + getattr(signal, sig), err[-2000:]
+    assert lines == [f"anakin train: stopped by {sig} before training"] or (
+        len(lines) == 1 and "held nothing yet and was removed" in lines[0]
+    ), err[-2000:]
+    assert not (tmp_path / "s").exists()
