@@ -35,7 +35,8 @@ from anakin.types import Algorithm, AlgorithmEntry, Layout, Metrics, Params, Tra
 
 @dataclasses.dataclass(frozen=True)
 class ImpalaConfig:
-    """IMPALA hyperparameters; defaults follow Acme's IMPALA where they suit small tasks.
+    """IMPALA hyperparameters; the defaults are the `default` preset's, and follow Acme's
+    IMPALA where it suits small tasks.
 
     Attributes:
       discount: per-step discount, cut to 0 only by termination (truncation bootstraps).
