@@ -224,19 +224,18 @@ def make_impala(cfg: ImpalaConfig, spec: EnvSpec, layout: Layout | None = None) 
     return Algorithm(init=init, init_actor=init_actor, act=act, update=update)
 
 
-# 32 environments x 16 steps per update (512 samples, 8 minibatches of 4 environments): on the
-# CPU task suite with desync steps, IQM 0.59 [0.57, 0.62] against 0.54 [0.48, 0.60] with 64, and
-# CartPole at 196k env steps learned on 4 seeds of 4 instead of 2 (README "Task suite";
-# scripts/results/sweep_impala_5.md). 8 minibatches need 8 environments per device or a multiple:
-# on more than 4 devices raise arch.num_envs.
+# 32 environments x 16 steps per update (512 samples, 8 minibatches of 4 environments): chosen
+# by sweep_impala_5 (scripts/results/sweep_impala_5.md; docs/results.md#sweep_impala_5) and the
+# task suite (docs/results.md#suite_cpu). 8 minibatches need 8 environments per device or a
+# multiple: on more than 4 devices raise arch.num_envs.
 _ARCH = ArchConfig(num_envs=32)
 
 PRESETS: dict[str, tuple[ImpalaConfig, ArchConfig]] = {
     "default": (ImpalaConfig(), _ARCH),
     "lstm": (ImpalaConfig(network=NetworkConfig(lstm_size=64)), _ARCH),
     # MinAtar (10x10xC images): the conv torso, more environments, longer rollouts; one torso
-    # for policy and value (two would double the convolution, the slow part on a CPU), with the
-    # settings its 10M-step Breakout result (README) was measured with.
+    # for policy and value (two would double the convolution, the slow part on a CPU). Measured
+    # in docs/results.md#bench_minatar and docs/environments.md (Breakout on gymnax and Pgx).
     "minatar": (
         ImpalaConfig(
             learning_rate=1e-3,

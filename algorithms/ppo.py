@@ -72,13 +72,14 @@ from anakin.types import Algorithm, AlgorithmEntry, Layout, Metrics, Params, Tra
 class PPOConfig:
     """PPO hyperparameters, in Acme's loss.
 
-    The defaults are PureJaxRL's CartPole settings (themselves CleanRL's: GAE 0.95, clip 0.2,
-    entropy 0.01, max grad norm 0.5, Adam eps 1e-5, 4 epochs x 4 minibatches, two tanh layers
-    of 64 for each of policy and value) with two changes that made CartPole-v1 learn about 5x
-    faster in env steps (500 within 75k steps for each of 4 seeds, against 460k for PureJaxRL's
-    own) and are the usual ones for other tasks too: observation normalisation, and a constant
-    learning rate of 1e-3 instead of 2.5e-4 annealed to 0 (an annealing horizon would tie the
-    config to one run length). The `purejaxrl` preset is PureJaxRL's exactly.
+    The defaults are the `default` preset's: PureJaxRL's CartPole settings (themselves
+    CleanRL's: GAE 0.95, clip 0.2, entropy 0.01, max grad norm 0.5, Adam eps 1e-5, 4 epochs x 4
+    minibatches, two tanh layers of 64 for each of policy and value) with two changes, the usual
+    ones for other tasks too, that made CartPole-v1 learn in fewer env steps: observation
+    normalisation, and a constant learning rate of 1e-3 instead of 2.5e-4 annealed to 0 (an
+    annealing horizon would tie the config to one run length). The task suite sets them beside
+    PureJaxRL's own PPO (docs/results.md#suite_cpu). The `purejaxrl` preset is PureJaxRL's
+    exactly.
 
     Attributes:
       discount: per-step discount, cut to 0 only by termination (truncation bootstraps).
@@ -107,8 +108,8 @@ class PPOConfig:
       max_abs_reward: ...then clipped to [-max_abs_reward, max_abs_reward].
       shared_torso: one torso (and LSTM) for policy and value, else two separate networks.
         Shared halves the SGD arithmetic, but on CartPole at PureJaxRL's settings it learns
-        far slower (mean return over 500k steps 164 against 426 for 4 seeds): the value
-        error's gradient dominates the torso.
+        far slower (a measurement of 4 seeds that no result file keeps): the value error's
+        gradient dominates the torso.
       network: torso, LSTM and widths (of each network).
     """
 
@@ -624,8 +625,8 @@ PRESETS: dict[str, tuple[PPOConfig, ArchConfig]] = {
     # Continuous control, tuned on Pendulum-v1: rewards scaled to about -1.6..0 per step (the
     # value error would otherwise dominate the shared gradient-norm clip), no entropy bonus
     # (the Gaussian's state-independent std needs none), and a shorter horizon for its dense
-    # reward. Mean return about -250 after 100k env steps, -150 to -200 by 500k (a random
-    # policy: about -1200).
+    # reward. Its Pendulum-v1 runs have no result file yet; the task suite's continuous runs
+    # (docs/results.md#suite_cpu_continuous) use the defaults.
     "pendulum": (
         PPOConfig(reward_scale=0.1, entropy_cost=0.0, discount=0.95),
         ArchConfig(num_envs=16, rollout_length=32, updates_per_call=16, total_env_steps=500_000),
