@@ -122,32 +122,14 @@ class DQNConfig:
         )
 
     def validate(self, layout: Layout, spec: EnvSpec, data_size: int | None = None) -> None:
-        """Raises ValueError, naming the fields, for configs that cannot work."""
+        """Raises ValueError, naming the fields, for settings that do not work together or with
+        the layout and environment (each field's own range is `check_fields`')."""
         del data_size
-        self.network.validate()
         if self.network.recurrent:
             raise ValueError(
                 f"algo.network.lstm_size={self.network.lstm_size}: DQN is feed-forward (use 0); "
                 "train r2d2 for a recurrent Q-learner"
             )
-        for name in (
-            "n_step",
-            "batch_size",
-            "min_replay_size",
-            "replay_capacity",
-            "target_update_period",
-        ):
-            if getattr(self, name) < 1:
-                raise ValueError(f"algo.{name}={getattr(self, name)} must be >= 1")
-        if self.epsilon_decay_steps < 0:
-            raise ValueError(f"algo.epsilon_decay_steps={self.epsilon_decay_steps} must be >= 0")
-        for name in ("discount", "epsilon", "evaluation_epsilon"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ValueError(f"algo.{name}={getattr(self, name)} must lie in [0, 1]")
-        for name in ("samples_per_insert", "huber_loss_parameter"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"algo.{name}={getattr(self, name)} must be > 0")
-        replay_lib.check_insert_priority(self.insert_priority)
         replay_lib.check_sizes(
             layout,
             capacity=self.replay_capacity,

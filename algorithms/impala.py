@@ -68,27 +68,17 @@ class ImpalaConfig:
     network: NetworkConfig = NetworkConfig()
 
     def validate(self, layout: Layout, spec: EnvSpec, data_size: int | None = None) -> None:
-        """Raises ValueError, naming the numbers, for configs that cannot work."""
+        """Raises ValueError, naming the numbers, for settings that do not work together or
+        with the layout and environment (each field's own range is `check_fields`')."""
         del data_size
-        self.network.validate()
-        if not 0.0 <= self.discount <= 1.0:
-            raise ValueError(f"algo.discount={self.discount} must lie in [0, 1]")
-        if self.learning_rate <= 0:
-            raise ValueError(f"algo.learning_rate={self.learning_rate} must be > 0")
-        if self.max_abs_reward <= 0:
-            raise ValueError(f"algo.max_abs_reward={self.max_abs_reward} must be > 0")
         n = self.num_sgd_steps_per_step
         per_device = layout.envs_per_device
-        if n < 1 or per_device % n:
-            fix = (
-                f"; use an arch.num_envs that is a multiple of {n * layout.num_devices}"
-                if n >= 1
-                else ""
-            )
+        if per_device % n:
             raise ValueError(
                 f"algo.num_sgd_steps_per_step={n} must be >= 1 and divide the "
                 f"{per_device} environments per device (arch.num_envs={layout.num_envs} over "
-                f"{layout.num_devices} devices){fix}"
+                f"{layout.num_devices} devices); use an arch.num_envs that is a multiple of "
+                f"{n * layout.num_devices}"
             )
         learning.check_discrete("IMPALA here", spec)
 

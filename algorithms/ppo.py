@@ -135,39 +135,20 @@ class PPOConfig:
     network: NetworkConfig = NetworkConfig(activation="tanh")
 
     def validate(self, layout: Layout, spec: EnvSpec, data_size: int | None = None) -> None:
-        """Raises ValueError, naming the numbers, for configs that cannot work."""
+        """Raises ValueError, naming the numbers, for settings that do not work together or
+        with the layout and environment (each field's own range is `check_fields`')."""
         del data_size
-        self.network.validate()
-        for name in ("discount", "gae_lambda"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ValueError(f"algo.{name}={getattr(self, name)} must lie in [0, 1]")
-        for name in (
-            "ppo_clipping_epsilon",
-            "value_clipping_epsilon",
-            "learning_rate",
-            "adam_eps",
-            "max_grad_norm",
-            "observation_clip",
-            "max_abs_reward",
-        ):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"algo.{name}={getattr(self, name)} must be > 0")
-        for name in ("value_cost", "entropy_cost", "anneal_env_steps"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"algo.{name}={getattr(self, name)} must be >= 0")
-        if self.num_epochs < 1:
-            raise ValueError(f"algo.num_epochs={self.num_epochs} must be >= 1")
         m = self.num_minibatches
         per_device = layout.envs_per_device
         where = f"(arch.num_envs={layout.num_envs} over {layout.num_devices} devices)"
         if self.network.recurrent:
-            if m < 1 or per_device % m:
+            if per_device % m:
                 raise ValueError(
                     f"algo.num_minibatches={m} must be >= 1 and divide the {per_device} "
                     f"environments per device {where}: with an LSTM a minibatch holds whole "
                     "environment sequences"
                 )
-        elif m < 1 or (per_device * layout.rollout_length) % m:
+        elif (per_device * layout.rollout_length) % m:
             raise ValueError(
                 f"algo.num_minibatches={m} must be >= 1 and divide the {per_device} x "
                 f"{layout.rollout_length} steps per device of a rollout {where}"

@@ -138,31 +138,9 @@ class R2D2Config:
         )
 
     def validate(self, layout: Layout, spec: EnvSpec, data_size: int | None = None) -> None:
-        """Raises ValueError, naming the numbers, for configs that cannot work."""
+        """Raises ValueError, naming the numbers, for settings that do not work together or
+        with the layout and environment (each field's own range is `check_fields`')."""
         del data_size
-        self.network.validate()
-        for name in (
-            "trace_length",
-            "sequence_period",
-            "bootstrap_n",
-            "batch_size",
-            "min_replay_size",
-            "replay_capacity",
-            "target_update_period",
-        ):
-            if getattr(self, name) < 1:
-                raise ValueError(f"algo.{name}={getattr(self, name)} must be >= 1")
-        for name in ("burn_in_length", "epsilon_decay_steps"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"algo.{name}={getattr(self, name)} must be >= 0")
-        if not 0.0 <= self.discount <= 1.0:
-            raise ValueError(f"algo.discount={self.discount} must lie in [0, 1]")
-        if self.samples_per_insert <= 0:
-            raise ValueError(f"algo.samples_per_insert={self.samples_per_insert} must be > 0")
-        if self.exploration not in EXPLORATIONS:
-            choices = ", ".join(repr(c) for c in EXPLORATIONS)
-            raise ValueError(f"algo.exploration={self.exploration!r} must be one of {choices}")
-        replay_lib.check_insert_priority(self.insert_priority)
         replay_lib.check_sizes(
             layout,
             capacity=self.replay_capacity,
@@ -192,7 +170,6 @@ class R2D2State(struct.PyTreeNode):
     sgd_steps: jax.Array  # int32 [], SGD steps taken
 
 
-EXPLORATIONS = ("ape_x", "acme")
 # Acme's R2D2 actor draws each episode's epsilon from these (np.logspace(1, 3, 256, base=0.1),
 # the same values in the other order).
 ACME_EPSILONS = np.logspace(-3, -1, 256)

@@ -124,37 +124,21 @@ class SACConfig:
         return replay_lib.sequence_layout(layout, self.replay_capacity, 1, 1, prioritised=False)
 
     def validate(self, layout: Layout, spec: EnvSpec, data_size: int | None = None) -> None:
-        """Raises ValueError, naming the numbers, for configs that cannot work."""
+        """Raises ValueError, naming the numbers, for settings that do not work together or
+        with the layout and environment (each field's own range is `check_fields`')."""
         del data_size
         check_continuous(spec)
-        self.network.validate()
         if self.network.lstm_size:
             raise ValueError(
                 f"algo.network.lstm_size={self.network.lstm_size}: SAC here is feed-forward "
                 "(it replays single transitions); set it to 0"
             )
-        for name in ("batch_size", "min_replay_size", "replay_capacity"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"algo.{name}={getattr(self, name)} must be >= 1")
-        if not 0.0 <= self.discount <= 1.0:
-            raise ValueError(f"algo.discount={self.discount} must lie in [0, 1]")
-        if not 0.0 < self.tau <= 1.0:
-            raise ValueError(f"algo.tau={self.tau} must lie in (0, 1]")
-        for name in ("learning_rate", "alpha_learning_rate", "max_grad_norm", "samples_per_insert"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"algo.{name}={getattr(self, name)} must be > 0")
-        if self.entropy_coefficient is not None:
-            if self.entropy_coefficient < 0:
-                raise ValueError(
-                    f"algo.entropy_coefficient={self.entropy_coefficient} must be >= 0 (or None "
-                    "to learn the temperature)"
-                )
-            if self.target_entropy is not None:
-                raise ValueError(
-                    f"algo.target_entropy={self.target_entropy} is only used when the temperature "
-                    f"is learnt, but algo.entropy_coefficient={self.entropy_coefficient} fixes it; "
-                    "unset one of them"
-                )
+        if self.entropy_coefficient is not None and self.target_entropy is not None:
+            raise ValueError(
+                f"algo.target_entropy={self.target_entropy} is only used when the temperature "
+                f"is learnt, but algo.entropy_coefficient={self.entropy_coefficient} fixes it; "
+                "unset one of them"
+            )
         replay_lib.check_sizes(
             layout,
             capacity=self.replay_capacity,

@@ -21,7 +21,7 @@ from anakin.algorithms.r2d2 import (
 from anakin import algorithms, envs, loop, runner
 from anakin import devices as dev
 from anakin import setup as setup_lib
-from anakin.config import ArchConfig, EvalConfig, TrainConfig
+from anakin.config import ArchConfig, EvalConfig, TrainConfig, check_fields
 from anakin.types import Layout, Transition
 
 TX = rlax.SIGNED_HYPERBOLIC_PAIR
@@ -241,19 +241,21 @@ def arch(**kw):
     ],
 )
 def test_configs_that_cannot_work_are_refused(changes, arch_changes, message):
+    # The paper's settings with short sequences and a small replay; each field's range, then
+    # the rules across fields.
     cfg = dataclasses.replace(
-        R2D2Config(
-            batch_size=32,
-            min_replay_size=64,
-            replay_capacity=4096,
-            burn_in_length=4,
-            trace_length=8,
-            sequence_period=4,
-        ),
-        **changes,
+        PRESETS["paper"][0],
+        batch_size=32,
+        min_replay_size=64,
+        replay_capacity=4096,
+        burn_in_length=4,
+        trace_length=8,
+        sequence_period=4,
     )
+    cfg = dataclasses.replace(cfg, **changes)
     with pytest.raises(ValueError) as e:
         a = arch(**arch_changes)
+        check_fields(cfg, "algo.")
         cfg.validate(Layout(a.num_envs, 4, a.rollout_length), CARTPOLE_SPEC)
     assert message in str(e.value)
     assert "\n" not in str(e.value)
