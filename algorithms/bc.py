@@ -33,13 +33,10 @@ from anakin.envs import EnvSpec
 from anakin.config import ArchConfig, sweepable
 from anakin.types import Algorithm, AlgorithmEntry, Layout, Metrics, Params
 
-LOSSES = ("logp", "mse", "peerbc", "rcal")
-BASE_LOSSES = ("logp", "mse")
-
 
 @dataclasses.dataclass(frozen=True)
 class BCConfig:
-    """Behaviour cloning hyperparameters.
+    """Behaviour cloning hyperparameters; the defaults are the `default` preset's.
 
     Attributes:
       loss: "logp" (negative log-likelihood), "mse" (squared error of the deterministic action,
@@ -79,7 +76,8 @@ class BCConfig:
         return self.base_loss if self.loss in ("peerbc", "rcal") else self.loss
 
     def validate(self, layout: Layout, spec: EnvSpec, data_size: int | None = None) -> None:
-        """Raises ValueError, naming the numbers, for configs that cannot work.
+        """Raises ValueError, naming the numbers, for settings that do not work together or
+        with the layout, environment and dataset (each field's own range is `check_fields`').
 
         Args:
           layout: the devices the learner runs on (`layout.num_devices`).
@@ -88,31 +86,11 @@ class BCConfig:
             holds data_size // num_devices of them.
         """
         num_devices, dataset_size = layout.num_devices, data_size
-        if self.loss not in LOSSES:
-            raise ValueError(f"algo.loss={self.loss!r}: choose one of {', '.join(LOSSES)}")
-        if self.base_loss not in BASE_LOSSES:
-            raise ValueError(
-                f"algo.base_loss={self.base_loss!r}: choose one of {', '.join(BASE_LOSSES)}"
-            )
-        self.network.validate()
         if self.network.lstm_size:
             raise ValueError(
                 f"algo.network.lstm_size={self.network.lstm_size}: BC here is feed-forward (it "
                 "samples single steps, not sequences); set it to 0"
             )
-        for name in ("batch_size", "num_sgd_steps_per_step"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"algo.{name}={getattr(self, name)} must be >= 1")
-        if self.learning_rate <= 0:
-            raise ValueError(f"algo.learning_rate={self.learning_rate} must be > 0")
-        if self.max_grad_norm <= 0:
-            raise ValueError(f"algo.max_grad_norm={self.max_grad_norm} must be > 0")
-        if self.zeta < 0:
-            raise ValueError(f"algo.zeta={self.zeta} must be >= 0")
-        if self.rcal_alpha < 0:
-            raise ValueError(f"algo.rcal_alpha={self.rcal_alpha} must be >= 0")
-        if not 0.0 <= self.rcal_discount <= 1.0:
-            raise ValueError(f"algo.rcal_discount={self.rcal_discount} must lie in [0, 1]")
         if self.batch_size % num_devices:
             raise ValueError(
                 f"algo.batch_size={self.batch_size} does not divide over {num_devices} devices; "

@@ -35,7 +35,8 @@ from anakin.types import Algorithm, AlgorithmEntry, Layout, Metrics, Params, Tra
 
 @dataclasses.dataclass(frozen=True)
 class ImpalaConfig:
-    """IMPALA hyperparameters; defaults follow Acme's IMPALA where they suit small tasks.
+    """IMPALA hyperparameters; the defaults are the `default` preset's, and follow Acme's
+    IMPALA where it suits small tasks.
 
     Attributes:
       discount: per-step discount, cut to 0 only by termination (truncation bootstraps).
@@ -67,27 +68,17 @@ class ImpalaConfig:
     network: NetworkConfig = NetworkConfig()
 
     def validate(self, layout: Layout, spec: EnvSpec, data_size: int | None = None) -> None:
-        """Raises ValueError, naming the numbers, for configs that cannot work."""
+        """Raises ValueError, naming the numbers, for settings that do not work together or
+        with the layout and environment (each field's own range is `check_fields`')."""
         del data_size
-        self.network.validate()
-        if not 0.0 <= self.discount <= 1.0:
-            raise ValueError(f"algo.discount={self.discount} must lie in [0, 1]")
-        if self.learning_rate <= 0:
-            raise ValueError(f"algo.learning_rate={self.learning_rate} must be > 0")
-        if self.max_abs_reward <= 0:
-            raise ValueError(f"algo.max_abs_reward={self.max_abs_reward} must be > 0")
         n = self.num_sgd_steps_per_step
         per_device = layout.envs_per_device
-        if n < 1 or per_device % n:
-            fix = (
-                f"; use an arch.num_envs that is a multiple of {n * layout.num_devices}"
-                if n >= 1
-                else ""
-            )
+        if per_device % n:
             raise ValueError(
                 f"algo.num_sgd_steps_per_step={n} must be >= 1 and divide the "
                 f"{per_device} environments per device (arch.num_envs={layout.num_envs} over "
-                f"{layout.num_devices} devices){fix}"
+                f"{layout.num_devices} devices); use an arch.num_envs that is a multiple of "
+                f"{n * layout.num_devices}"
             )
         learning.check_discrete("IMPALA here", spec)
 
@@ -223,19 +214,18 @@ def make_impala(cfg: ImpalaConfig, spec: EnvSpec, layout: Layout | None = None) 
     return Algorithm(init=init, init_actor=init_actor, act=act, update=update)
 
 
-# 32 environments x 16 steps per update (512 samples, 8 minibatches of 4 environments): on the
-# CPU task suite with desync steps, IQM 0.59 [0.57, 0.62] against 0.54 [0.48, 0.60] with 64, and
-# CartPole at 196k env steps learned on 4 seeds of 4 instead of 2 (README "Task suite";
-# scripts/results/sweep_impala_5.md). 8 minibatches need 8 environments per device or a multiple:
-# on more than 4 devices raise arch.num_envs.
+# 32 environments x 16 steps per update (512 samples, 8 minibatches of 4 environments): chosen
+# by sweep_impala_5 (scripts/results/sweep_impala_5.md; docs/results.md#sweep_impala_5) and the
+# task suite (docs/results.md#suite_cpu). 8 minibatches need 8 environments per device or a
+# multiple: on more than 4 devices raise arch.num_envs.
 _ARCH = ArchConfig(num_envs=32)
 
 PRESETS: dict[str, tuple[ImpalaConfig, ArchConfig]] = {
     "default": (ImpalaConfig(), _ARCH),
     "lstm": (ImpalaConfig(network=NetworkConfig(lstm_size=64)), _ARCH),
     # MinAtar (10x10xC images): the conv torso, more environments, longer rollouts; one torso
-    # for policy and value (two would double the convolution, the slow part on a CPU), with the
-    # settings its 10M-step Breakout result (README) was measured with.
+    # for policy and value (two would double the convolution, the slow part on a CPU). Measured
+    # in docs/results.md#bench_minatar and docs/environments.md (Breakout on gymnax and Pgx).
     "minatar": (
         ImpalaConfig(
             learning_rate=1e-3,

@@ -7,10 +7,8 @@ averaged over devices here, so an algorithm never spells an axis name.
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from collections.abc import Callable
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -21,85 +19,6 @@ from anakin.envs import EnvSpec
 from anakin import devices
 
 S = TypeVar("S")
-
-
-class Range(NamedTuple):
-    """Where a float setting may lie: between `low` and `high`, each end included or not."""
-
-    low: float
-    high: float
-    low_open: bool = False
-    high_open: bool = False
-
-    def holds(self, x: float) -> bool:
-        above = x > self.low if self.low_open else x >= self.low
-        below = x < self.high if self.high_open else x <= self.high
-        return above and below
-
-    def __str__(self) -> str:
-        ends = ("(" if self.low_open else "[", ")" if self.high_open else "]")
-        return f"{ends[0]}{self.low:g}, {self.high:g}{ends[1]}"
-
-
-_POSITIVE = Range(0.0, math.inf, low_open=True, high_open=True)
-_NONNEGATIVE = Range(0.0, math.inf, high_open=True)
-_POSITIVE_OR_OFF = Range(0.0, math.inf, low_open=True)  # inf turns the clip off
-_UNIT, _UNIT_OPEN_TOP = Range(0.0, 1.0), Range(0.0, 1.0, high_open=True)
-
-# The range of every float setting that some algorithm config has, by field name: the same name
-# means the same thing in every algorithm. inf is allowed only where the range includes it (a
-# gradient-norm or reward clip of inf is "off"); NaN never is.
-RANGES: dict[str, Range] = {
-    "learning_rate": _POSITIVE,
-    "alpha_learning_rate": _POSITIVE,
-    "adam_eps": _POSITIVE,
-    "adam_b1": _UNIT_OPEN_TOP,
-    "adam_b2": _UNIT_OPEN_TOP,
-    "max_grad_norm": _POSITIVE_OR_OFF,
-    "max_abs_reward": _POSITIVE_OR_OFF,
-    "huber_loss_parameter": _POSITIVE,
-    "ppo_clipping_epsilon": _POSITIVE,
-    "value_clipping_epsilon": _POSITIVE,
-    "observation_clip": _POSITIVE,
-    "reward_scale": _POSITIVE,
-    "samples_per_insert": _POSITIVE,
-    "discount": _UNIT,
-    "rcal_discount": _UNIT,
-    "gae_lambda": _UNIT,
-    "epsilon": _UNIT,
-    "evaluation_epsilon": _UNIT,
-    "epsilon_base": _UNIT,
-    "importance_sampling_exponent": _UNIT,
-    "max_priority_weight": _UNIT,
-    "tau": Range(0.0, 1.0, low_open=True),
-    "priority_exponent": _NONNEGATIVE,
-    "epsilon_alpha": _NONNEGATIVE,
-    "entropy_cost": _NONNEGATIVE,
-    "entropy_coefficient": _NONNEGATIVE,
-    "baseline_cost": _NONNEGATIVE,
-    "value_cost": _NONNEGATIVE,
-    "zeta": _NONNEGATIVE,
-    "rcal_alpha": _NONNEGATIVE,
-}
-
-
-def check_ranges(cfg: Any, prefix: str = "algo") -> None:
-    """ValueError naming the first float field of the config dataclass `cfg` that is NaN, an
-    infinity its range excludes, or outside its `RANGES` entry (fields without one must be
-    finite). Nested configs are checked too; None (an optional setting left out) passes."""
-    for f in dataclasses.fields(cfg):
-        value, name = getattr(cfg, f.name), f"{prefix}.{f.name}"
-        if dataclasses.is_dataclass(value):
-            check_ranges(value, name)
-            continue
-        if isinstance(value, bool) or not isinstance(value, float | int):
-            continue
-        allowed = RANGES.get(f.name)
-        if allowed is None:
-            if isinstance(value, float) and not math.isfinite(value):
-                raise ValueError(f"{name}={value} must be a finite number")
-        elif not allowed.holds(value):
-            raise ValueError(f"{name}={value} must lie in {allowed}")
 
 
 def check_discrete(who: str, spec: EnvSpec) -> None:

@@ -26,6 +26,8 @@ import jax.numpy as jnp
 import numpy as np
 from anakin.envs import EnvSpec
 
+from anakin.config import check_fields
+
 Params = Any
 Core = Any  # () for feed-forward networks, LSTM (c, h) for recurrent ones; leaves [B, H]
 
@@ -54,20 +56,6 @@ class NetworkConfig:
     conv_channels: int = 16
     conv_impl: Literal["auto", "xla", "matmul"] = "auto"
     lstm_size: int = 0
-
-    def validate(self) -> None:
-        if not self.hidden_sizes or any(h < 1 for h in self.hidden_sizes):
-            raise ValueError(
-                f"network.hidden_sizes={self.hidden_sizes}: need at least one layer, each >= 1"
-            )
-        if self.lstm_size < 0:
-            raise ValueError(f"network.lstm_size={self.lstm_size}: use 0 (no LSTM) or a width >= 1")
-        if self.conv_channels < 1:
-            raise ValueError(f"network.conv_channels={self.conv_channels}: must be >= 1")
-        if self.conv_impl not in ("auto", "xla", "matmul"):
-            raise ValueError(
-                f"network.conv_impl={self.conv_impl!r}: choose one of 'auto', 'xla', 'matmul'"
-            )
 
     @property
     def matmul_conv(self) -> bool:
@@ -456,7 +444,7 @@ def _reset(core: Core, first: jax.Array) -> Core:
 
 def make_network(cfg: NetworkConfig, spec: EnvSpec, head: nn.Module) -> Network:
     """Torso -> optional LSTM -> `head`, as a `Network` of pure functions."""
-    cfg.validate()
+    check_fields(cfg, "network.")
     net = _Net(torso=make_torso(cfg, spec), head=head, lstm_size=cfg.lstm_size)
     dummy_obs = spec.zeros(1)
 
@@ -556,7 +544,7 @@ def make_critic(cfg: NetworkConfig, spec: EnvSpec, num_critics: int = 2) -> Crit
     axis. They are initialised one by one from split keys, not inside a vmap (see
     `anakin/_xla.py`), and applied with a vmap over that axis.
     """
-    cfg.validate()
+    check_fields(cfg, "network.")
     if cfg.lstm_size:
         raise ValueError(f"network.lstm_size={cfg.lstm_size}: critics here are feed-forward")
     if num_critics < 1:

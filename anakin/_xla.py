@@ -2,9 +2,9 @@
 
 JAX 0.10.x on CPU can deadlock forever in `block_until_ready` when a `jit(vmap(f))` batches
 several `orthogonal` initialisers (QR, which LAPACK runs batch-parallel since 0.10.0). The
-concurrency-optimised CPU scheduler is what wedges; turning it off costs nothing measurable in
-our programs (see README) and only affects the CPU backend. anakin also initialises parameters
-outside vmapped programs, so this flag is a second line of defence.
+concurrency-optimised CPU scheduler is what wedges; turning it off only affects the CPU backend
+(see docs/architecture.md, "CPU safety"). anakin also initialises parameters outside vmapped
+programs, so this flag is a second line of defence.
 """
 
 import math

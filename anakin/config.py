@@ -1,4 +1,8 @@
-"""Run configuration: frozen dataclasses, nested, validated before anything compiles."""
+"""Run configuration: frozen dataclasses, nested, validated before anything compiles.
+
+Every field's type and range is checked by one walker, `check_fields`, against the dataclass
+hints (a `Literal` lists the choices) and one table, `FIELDS`; a group's `validate` keeps only
+the rules across fields (and with the devices)."""
 
 from __future__ import annotations
 
@@ -6,9 +10,12 @@ import dataclasses
 import itertools
 import json
 import math
+import numbers
 import types
 import typing
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, NamedTuple, TypeVar
+
+import numpy as np
 
 AlgoConfigT = TypeVar("AlgoConfigT")
 
@@ -56,27 +63,9 @@ class ArchConfig:
     seed: int = 0
     desync_steps: int = 128
 
-    @property
-    def env_steps_per_update(self) -> int:
-        return self.num_envs * self.rollout_length
-
-    @property
-    def env_steps_per_call(self) -> int:
-        return self.env_steps_per_update * self.updates_per_call
-
-    @property
-    def num_calls(self) -> int:
-        return max(1, math.ceil(self.total_env_steps / self.env_steps_per_call))
-
     def validate(self, num_devices: int) -> None:
-        """Raises ValueError naming the numbers that do not work together."""
-        for name in ("num_envs", "rollout_length", "updates_per_call", "total_env_steps"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"arch.{name}={getattr(self, name)} must be >= 1")
-        if self.desync_steps < 0:
-            raise ValueError(
-                f"arch.desync_steps={self.desync_steps} must be >= 0 (0: no desynchronisation)"
-            )
+        """Raises ValueError naming the numbers that do not work together (each field's own
+        range is `check_fields`')."""
         if self.num_envs % num_devices:
             lo = self.num_envs - self.num_envs % num_devices
             raise ValueError(
@@ -102,13 +91,8 @@ class EvalConfig:
     max_steps: int = 10_000
 
     def validate(self, num_devices: int) -> None:
-        for name, value, low in (
-            ("episodes", self.episodes, 0),
-            ("every_env_steps", self.every_env_steps, 0),
-            ("max_steps", self.max_steps, 1),
-        ):
-            if value < low:
-                raise ValueError(f"eval.{name}={value} must be >= {low}")
+        """Raises ValueError when the episodes do not divide over the devices (each field's
+        own range is `check_fields`')."""
         if self.episodes % num_devices:
             raise ValueError(
                 f"eval.episodes={self.episodes} does not divide over {num_devices} devices; use "
@@ -134,16 +118,6 @@ class CheckpointConfig:
     keep: int = 3
     enabled: bool = True
 
-    def validate(self) -> None:
-        if self.every_env_steps < 0:
-            raise ValueError(f"checkpoint.every_env_steps={self.every_env_steps} must be >= 0")
-        if not self.every_seconds >= 0:  # also refuses NaN
-            raise ValueError(
-                f"checkpoint.every_seconds={self.every_seconds} must be >= 0 (0 turns it off)"
-            )
-        if self.keep < 1:
-            raise ValueError(f"checkpoint.keep={self.keep} must be >= 1")
-
 
 @dataclasses.dataclass(frozen=True)
 class RenderConfig:
@@ -163,13 +137,6 @@ class RenderConfig:
     episodes: int = 1
     max_steps: int = 500
     fps: int = 30
-
-    def validate(self) -> None:
-        if self.every_env_steps < 0:
-            raise ValueError(f"render.every_env_steps={self.every_env_steps} must be >= 0")
-        for name in ("episodes", "max_steps", "fps"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"render.{name}={getattr(self, name)} must be >= 1")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -195,11 +162,7 @@ class WandbConfig:
     group: str = ""
     tags: tuple[str, ...] = ()
     name: str = ""
-    mode: str = ""
-
-    def validate(self) -> None:
-        if self.mode not in ("", "online", "offline"):
-            raise ValueError(f"wandb.mode={self.mode!r} must be online, offline or empty")
+    mode: Literal["", "online", "offline"] = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -232,10 +195,6 @@ class GuardConfig:
 
     enabled: bool = True
     patience: int = 3
-
-    def validate(self) -> None:
-        if self.patience < 1:
-            raise ValueError(f"guard.patience={self.patience} must be >= 1")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -287,13 +246,265 @@ class TrainConfig(Generic[AlgoConfigT]):
             object.__setattr__(self, "env", EnvConfig(self.env))
 
 
+# ---- the field table: every setting's type and range, checked by one walker ------------------
+
+INT32_MAX = 2**31 - 1  # the program counts steps, indexes environments and scans in int32
+
+
+class SettingTypeError(TypeError, ValueError):
+    """A setting of the wrong type (a word for a number, 2.5 for a count, 1 for a flag). A
+    TypeError, and a ValueError too, so every caller's one-line path for bad values holds it."""
+
+
+class Range(NamedTuple):
+    """Where a float setting may lie: between `low` and `high`, each end included or not."""
+
+    low: float
+    high: float
+    low_open: bool = False
+    high_open: bool = False
+
+    def holds(self, x: float) -> bool:
+        above = x > self.low if self.low_open else x >= self.low
+        below = x < self.high if self.high_open else x <= self.high
+        return above and below
+
+    def __str__(self) -> str:
+        ends = ("(" if self.low_open else "[", ")" if self.high_open else "]")
+        return f"{ends[0]}{self.low:g}, {self.high:g}{ends[1]}"
+
+
+class Count(NamedTuple):
+    """Where an integer setting (or each integer of a tuple) may lie: `low`..`high`, None for
+    no bound. `note` follows the message of a value below `low`, e.g. what 0 means."""
+
+    low: int | None = 0
+    high: int | None = INT32_MAX
+    note: str = ""
+    min_items: int = 0  # tuples: at least this many integers
+
+
+_POSITIVE = Range(0.0, math.inf, low_open=True, high_open=True)
+_NONNEGATIVE = Range(0.0, math.inf, high_open=True)
+_POSITIVE_OR_OFF = Range(0.0, math.inf, low_open=True)  # inf turns the clip off
+_UNIT, _UNIT_OPEN_TOP = Range(0.0, 1.0), Range(0.0, 1.0, high_open=True)
+_ONE_UP, _ZERO_UP = Count(1), Count(0)
+_HOST_COUNT = Count(0, None)  # env steps the host counts in Python integers: no int32 bound
+
+# The range of every number a config holds, by dotted name: the most specific suffix of a
+# field's dotted name that has an entry applies ("algo.network.lstm_size" tries itself, then
+# "network.lstm_size", then "lstm_size"), so an algorithm field's entry is its bare name and
+# means the same thing in every algorithm. A float without an entry only has to be finite; inf
+# is allowed only where the range includes it (a gradient-norm or reward clip of inf is "off");
+# NaN never is. Types come from the dataclass hints (a `Literal` lists the choices).
+FIELDS: dict[str, Range | Count] = {
+    # TrainConfig and its groups
+    "num_seeds": _ONE_UP,
+    "arch.num_envs": _ONE_UP,
+    "arch.rollout_length": _ONE_UP,
+    "arch.updates_per_call": _ONE_UP,
+    "arch.total_env_steps": Count(1, None),
+    "arch.num_devices": Count(0, note=" (0: every device)"),
+    "arch.seed": Count(None, None),  # with num_seeds, in `expand_runs`
+    "arch.desync_steps": Count(0, note=" (0: no desynchronisation)"),
+    "env.hide": Count(None, None),  # against the observation's size, in `envs.make`
+    "eval.episodes": Count(0, note=" (0 turns evaluation off)"),
+    "eval.every_env_steps": _HOST_COUNT,
+    "eval.max_steps": _ONE_UP,
+    "checkpoint.every_env_steps": _HOST_COUNT,
+    "checkpoint.every_seconds": Range(0.0, math.inf),  # 0 turns it off
+    "checkpoint.keep": _ONE_UP,
+    "render.every_env_steps": _HOST_COUNT,
+    "render.episodes": _ONE_UP,
+    "render.max_steps": _ONE_UP,
+    "render.fps": _ONE_UP,
+    "guard.patience": _ONE_UP,
+    # NetworkConfig
+    "network.hidden_sizes": Count(1, min_items=1),
+    "network.conv_channels": _ONE_UP,
+    "network.lstm_size": Count(0, note=" (0: no LSTM)"),
+    # algorithm settings
+    "learning_rate": _POSITIVE,
+    "alpha_learning_rate": _POSITIVE,
+    "adam_eps": _POSITIVE,
+    "adam_b1": _UNIT_OPEN_TOP,
+    "adam_b2": _UNIT_OPEN_TOP,
+    "max_grad_norm": _POSITIVE_OR_OFF,
+    "max_abs_reward": _POSITIVE_OR_OFF,
+    "huber_loss_parameter": _POSITIVE,
+    "ppo_clipping_epsilon": _POSITIVE,
+    "value_clipping_epsilon": _POSITIVE,
+    "observation_clip": _POSITIVE,
+    "reward_scale": _POSITIVE,
+    "samples_per_insert": _POSITIVE,
+    "discount": _UNIT,
+    "rcal_discount": _UNIT,
+    "gae_lambda": _UNIT,
+    "epsilon": _UNIT,
+    "evaluation_epsilon": _UNIT,
+    "epsilon_base": _UNIT,
+    "importance_sampling_exponent": _UNIT,
+    "max_priority_weight": _UNIT,
+    "tau": Range(0.0, 1.0, low_open=True),
+    "priority_exponent": _NONNEGATIVE,
+    "epsilon_alpha": _NONNEGATIVE,
+    "entropy_cost": _NONNEGATIVE,
+    "entropy_coefficient": _NONNEGATIVE,
+    "baseline_cost": _NONNEGATIVE,
+    "value_cost": _NONNEGATIVE,
+    "zeta": _NONNEGATIVE,
+    "rcal_alpha": _NONNEGATIVE,
+    "batch_size": _ONE_UP,
+    "num_sgd_steps_per_step": _ONE_UP,
+    "num_epochs": _ONE_UP,
+    "num_minibatches": _ONE_UP,
+    "n_step": _ONE_UP,
+    "bootstrap_n": _ONE_UP,
+    "burn_in_length": _ZERO_UP,
+    "trace_length": _ONE_UP,
+    "sequence_period": _ONE_UP,
+    "min_replay_size": _ONE_UP,
+    "replay_capacity": Count(1, None),  # int32 steps per device: `replay.check_sizes`
+    "target_update_period": _ONE_UP,
+    "epsilon_decay_steps": _ZERO_UP,
+    "anneal_env_steps": _ZERO_UP,
+}
+
+
+def field_entry(dotted: str) -> Range | Count | None:
+    """`FIELDS`' entry for a field's dotted name: that of its most specific suffix, or None."""
+    parts = dotted.split(".")
+    for i in range(len(parts)):
+        entry = FIELDS.get(".".join(parts[i:]))
+        if entry is not None:
+            return entry
+    return None
+
+
+def check_fields(cfg: Any, prefix: str = "") -> None:
+    """Checks every field of the config dataclass `cfg`, and of every config nested in it,
+    against its type hint and its `FIELDS` entry: before anything is built, so a bad value is
+    one line naming it, never an exception deep inside. `prefix` names `cfg` in messages
+    (e.g. "algo." for an algorithm config alone).
+
+    Raises:
+      SettingTypeError: a value of the wrong type (also a ValueError).
+      ValueError: a value outside its range, or a choice not among a `Literal`'s.
+    """
+    hints = typing.get_type_hints(type(cfg))
+    for f in dataclasses.fields(cfg):
+        name, value, hint = f"{prefix}{f.name}", getattr(cfg, f.name), hints[f.name]
+        if isinstance(hint, TypeVar):  # TrainConfig.algo: the algorithm's own config class
+            hint = type(value) if dataclasses.is_dataclass(value) else None
+        if hint is None or dataclasses.is_dataclass(hint):
+            if hint is None or not isinstance(value, hint):
+                what = "an algorithm config" if hint is None else _a(hint.__name__)
+                raise SettingTypeError(f"{name}={value!r} must be {what}")
+            check_fields(value, f"{name}.")
+            continue
+        expected = _expected(hint, value)
+        if expected is not None:
+            error = ValueError if typing.get_origin(hint) is Literal else SettingTypeError
+            raise error(f"{name}={value!r} must be {expected}")
+        _check_range(name, value, field_entry(name))
+
+
+def _check_range(name: str, value: Any, entry: Range | Count | None) -> None:
+    if isinstance(value, tuple) and isinstance(entry, Count):
+        if len(value) < entry.min_items:
+            n = entry.min_items
+            raise ValueError(f"{name}={value} must hold at least {n} integer{'s' * (n > 1)}")
+        for item in value:
+            _check_count(f"{name}={value}: each integer", item, entry)
+    elif isinstance(value, bool) or value is None or isinstance(value, str | tuple | dict):
+        return
+    elif isinstance(entry, Count):
+        _check_count(f"{name}={value}", value, entry)
+    elif isinstance(entry, Range):
+        if not entry.holds(value):
+            raise ValueError(f"{name}={value} must lie in {entry}")
+    elif isinstance(value, numbers.Real) and not math.isfinite(value):
+        raise ValueError(f"{name}={value} must be a finite number")
+
+
+def _check_count(what: str, value: int, entry: Count) -> None:
+    if entry.low is not None and value < entry.low:
+        raise ValueError(f"{what} must be >= {entry.low}{entry.note}")
+    if entry.high is not None and value > entry.high:
+        why = " (the program counts it in int32)" if entry.high == INT32_MAX else ""
+        raise ValueError(f"{what} must be <= {entry.high}{why}")
+
+
+def _expected(hint: Any, value: Any) -> str | None:
+    """What `value` should have been for type `hint` (e.g. "an integer"), or None if it is."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return None
+    if origin is Literal:
+        return None if value in args else "one of " + ", ".join(repr(a) for a in args)
+    if origin in (typing.Union, types.UnionType):
+        if any(_expected(a, value) is None for a in args):
+            return None
+        return " or ".join(_describe(a) for a in args)
+    if origin is tuple:
+        item = args[0] if args else Any
+        if isinstance(value, tuple) and all(_expected(item, v) is None for v in value):
+            return None
+        return _describe(hint)
+    if origin is dict:
+        key, item = args
+        if isinstance(value, dict) and all(
+            _expected(key, k) is None and _expected(item, v) is None for k, v in value.items()
+        ):
+            return None
+        return _describe(hint)
+    flag = isinstance(value, bool | np.bool_)
+    if hint is bool:
+        ok = flag
+    elif hint is int:
+        ok = isinstance(value, numbers.Integral) and not flag
+    elif hint is float:
+        ok = isinstance(value, numbers.Real) and not flag
+    elif hint is type(None):
+        ok = value is None
+    else:
+        ok = isinstance(value, hint)
+    return None if ok else _describe(hint)
+
+
+def _describe(hint: Any) -> str:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is tuple:
+        return f"a tuple of {_plural(args[0])}"
+    if origin is dict:
+        return f"a dict of {_plural(args[0])} to {_plural(args[1])}"
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_describe(a) for a in args)
+    names = {bool: "True or False", int: "an integer", float: "a number", str: "a string"}
+    return names.get(hint, "None" if hint is type(None) else _a(hint.__name__))
+
+
+def _a(noun: str) -> str:
+    return f"{'an' if noun[0] in 'AEIOUaeiou' else 'a'} {noun}"
+
+
+def _plural(hint: Any) -> str:
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        *rest, last = (_plural(a) for a in typing.get_args(hint))
+        return f"{', '.join(rest)} or {last}"
+    return {bool: "True/False", int: "integers", float: "numbers", str: "strings"}[hint]
+
+
 def to_dict(cfg: Any) -> dict[str, Any]:
     """A JSON-ready dict of a (nested) config dataclass."""
     return json.loads(json.dumps(dataclasses.asdict(cfg), default=str))
 
 
-def from_dict(cls: type, data: dict[str, Any]) -> Any:
-    """Rebuilds a (nested) config dataclass from `to_dict`'s output; unknown keys are errors."""
+def from_dict(cls: type, data: Any, prefix: str = "") -> Any:
+    """Rebuilds a (nested) config dataclass from `to_dict`'s output; unknown keys are errors.
+    Values are not checked here (see `check_fields`); `prefix` names `cls` in messages."""
+    if not isinstance(data, dict):
+        raise SettingTypeError(f"{prefix.rstrip('.') or cls.__name__}={data!r} must be a dict")
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = set(data) - set(fields)
@@ -301,12 +512,14 @@ def from_dict(cls: type, data: dict[str, Any]) -> Any:
         raise ValueError(f"{cls.__name__} has no field(s) {sorted(unknown)}")
     kwargs = {}
     for name, value in data.items():
-        kwargs[name] = _coerce(hints[name], value)
+        kwargs[name] = _coerce(hints[name], value, f"{prefix}{name}.")
     return cls(**kwargs)
 
 
 def train_config_from_dict(data: dict[str, Any], algo_cls: type) -> TrainConfig:
-    """The `TrainConfig` that `to_dict` wrote, with `algo` rebuilt as an `algo_cls`."""
+    """The `TrainConfig` that `to_dict` wrote (a run's config.json), with `algo` rebuilt as an
+    `algo_cls`, every field checked as user input is (`check_fields`): a hand edit of the wrong
+    type or range is one line naming the field."""
     data = dict(data)
     if isinstance(data.get("env"), str):  # written before EnvConfig existed
         data["env"] = {
@@ -314,21 +527,24 @@ def train_config_from_dict(data: dict[str, Any], algo_cls: type) -> TrainConfig:
             "kwargs": data.pop("env_kwargs", {}),
             "hide": data.pop("env_hide", []),
         }
-    algo = from_dict(algo_cls, data.pop("algo"))
-    return dataclasses.replace(from_dict(TrainConfig, {**data, "algo": None}), algo=algo)
+    algo = from_dict(algo_cls, data.pop("algo", None), "algo.")
+    cfg = from_dict(TrainConfig, {**data, "algo": algo})
+    check_fields(cfg)
+    return cfg
 
 
-def _coerce(hint: Any, value: Any) -> Any:
+def _coerce(hint: Any, value: Any, prefix: str) -> Any:
+    """A JSON value as the field's type where JSON cannot say it (tuples, floats, groups)."""
     origin = typing.get_origin(hint)
-    if dataclasses.is_dataclass(hint) and isinstance(value, dict):
-        return from_dict(hint, value)
+    if dataclasses.is_dataclass(hint):
+        return from_dict(hint, value, prefix)
     if origin is tuple and isinstance(value, list):
         return tuple(value)
     if origin in (typing.Union, types.UnionType):
         for arg in typing.get_args(hint):
             if dataclasses.is_dataclass(arg) and isinstance(value, dict):
-                return from_dict(arg, value)
-    if hint is float and isinstance(value, int):
+                return from_dict(arg, value, prefix)
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     return value
 
@@ -408,9 +624,8 @@ MAX_SEED = 2**32 - 1  # jax.random.PRNGKey keeps the low 32 bits: 2**32 would re
 
 def expand_runs(cfg: TrainConfig, algo_cls: type) -> tuple[list[int], dict[str, list[float]]]:
     """Seeds and per-run hyperparameters of the runs one program trains: every combination of
-    the sweeps' values, crossed with `num_seeds` seeds (seeds vary fastest)."""
-    if cfg.num_seeds < 1:
-        raise ValueError(f"num_seeds={cfg.num_seeds} must be >= 1")
+    the sweeps' values, crossed with `num_seeds` seeds (seeds vary fastest). `cfg`'s fields
+    have passed `check_fields`."""
     last = cfg.arch.seed + cfg.num_seeds - 1
     if not 0 <= cfg.arch.seed <= last <= MAX_SEED:
         raise ValueError(

@@ -11,7 +11,13 @@ import jax
 import numpy as np
 
 from anakin import algorithms, files
-from anakin.config import TrainConfig, differences, is_resumable, train_config_from_dict
+from anakin.config import (
+    SettingTypeError,
+    TrainConfig,
+    differences,
+    is_resumable,
+    train_config_from_dict,
+)
 
 
 class Resume(NamedTuple):
@@ -45,7 +51,11 @@ def load_saved_config(run_dir: Path, algo_name: str) -> TrainConfig:
         raise ValueError(
             f"{run_dir} was trained with {saved.get('algorithm')!r}, not {algo_name!r}"
         )
-    return train_config_from_dict(saved["config"], algorithms.get(algo_name).config_cls)
+    try:
+        return train_config_from_dict(saved["config"], algorithms.get(algo_name).config_cls)
+    except ValueError as e:  # a hand edit of the wrong type or range: say where it is
+        kind = SettingTypeError if isinstance(e, SettingTypeError) else ValueError
+        raise kind(f"{Path(run_dir) / 'config.json'}: {e}") from None
 
 
 def recorded_config(run_dir: Path, step: int | None, algo_name: str) -> TrainConfig | None:

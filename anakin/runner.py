@@ -165,8 +165,10 @@ class _Reporter:
 def check_reporting(cfg: TrainConfig) -> None:
     """Raises ValueError (naming the values, or the extra to install) for render and W&B
     settings that cannot work, before anything is built."""
-    cfg.render.validate()
-    cfg.wandb.validate()
+    from anakin.config import check_fields
+
+    check_fields(cfg.render, "render.")
+    check_fields(cfg.wandb, "wandb.")
     if cfg.render.every_env_steps:
         video.require()
     if cfg.wandb.enabled:

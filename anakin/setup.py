@@ -18,9 +18,8 @@ from anakin import dataset as dataset_lib
 from anakin import devices as dev
 from anakin import episodes as episodes_lib
 from anakin import runs as runs_lib
-from anakin.algorithms import learning
 from anakin.algorithms.networks import num_params
-from anakin.config import TrainConfig, expand_runs, to_dict
+from anakin.config import TrainConfig, check_fields, expand_runs, to_dict
 from anakin.types import Algorithm, AlgorithmEntry, Layout
 
 
@@ -64,7 +63,9 @@ def make_runs(cfg: TrainConfig, algo_cls: type) -> runs_lib.Runs | None:
 
 
 def setup(algo_name: str, cfg: TrainConfig) -> Setup:
-    """Validates `cfg` and builds the environment, algorithm and program (not yet compiled).
+    """Checks `cfg` (every field, `anakin.config.check_fields`, then the rules across fields
+    and each run of a sweep) and builds the environment, algorithm and program (not yet
+    compiled).
 
     Raises:
       ValueError: naming the offending values and what would work, for any config that cannot
@@ -76,8 +77,7 @@ def setup(algo_name: str, cfg: TrainConfig) -> Setup:
             f"algorithm {algo_name!r} needs a {entry.config_cls.__name__}, "
             f"got {type(cfg.algo).__name__}"
         )
-    if cfg.stop_return is not None and not math.isfinite(cfg.stop_return):
-        raise ValueError(f"stop_return={cfg.stop_return} must be a finite number (or left out)")
+    check_fields(cfg)  # every field's type and range, before anything is built
     envs.check_name(cfg.env.name)
     logger.check_out_dir(cfg.out)
     if cfg.run_name:
@@ -85,8 +85,6 @@ def setup(algo_name: str, cfg: TrainConfig) -> Setup:
     devices = dev.select(cfg.arch.num_devices)
     cfg.arch.validate(len(devices))
     cfg.eval.validate(len(devices))
-    cfg.checkpoint.validate()
-    cfg.guard.validate()
     runs = make_runs(cfg, entry.config_cls)
     try:
         env, env_params = envs.make(cfg.env.name, hide=cfg.env.hide, **cfg.env.kwargs)
@@ -105,7 +103,8 @@ def setup(algo_name: str, cfg: TrainConfig) -> Setup:
     def check_runs(validate: Callable[[Any], None]) -> None:
         for r, c in enumerate(run_cfgs):
             try:
-                learning.check_ranges(c)
+                if runs is not None and runs.hparams:  # a run of a sweep: its own values
+                    check_fields(c, "algo.")
                 validate(c)
             except ValueError as e:
                 if runs is None or not runs.hparams:

@@ -309,6 +309,7 @@ def our_config(args, d: dict, seed: int, out_dir: str) -> TrainConfig:
         clip_rewards=False,
         epsilon_base=args.epsilon,
         epsilon_alpha=0.0,
+        epsilon_decay_steps=0,
         evaluation_epsilon=0.0,
         dueling=True,
         network=NetworkConfig(hidden_sizes=(args.width,), lstm_size=args.width),

@@ -26,6 +26,7 @@ from anakin.envs import EnvSpec
 
 from anakin import dataset, envs
 from anakin import devices as dev
+from anakin.config import check_fields
 from anakin.types import Layout, Transition
 
 NUM_DEVICES = 4
@@ -162,8 +163,8 @@ def test_config_errors_name_the_numbers():
         make_bc(BCConfig(loss="rcal"), BOX, Layout(8, 4, 1))
     with pytest.raises(ValueError, match=r"tanh_squash=True needs finite action bounds"):
         BCConfig().validate_spec(BOX._replace(action_low=None, action_high=None))
-    with pytest.raises(ValueError, match=r"algo.loss='huber'"):
-        BCConfig(loss="huber").validate(Layout(1, 1, 1), DISCRETE)
+    with pytest.raises(ValueError, match=r"algo.loss='huber' must be one of 'logp', 'mse'"):
+        check_fields(BCConfig(loss="huber"), "algo.")
     for name, (cfg, arch) in PRESETS.items():
         cfg.validate(Layout(8, 4, 1), DISCRETE, 4096)
         assert arch.num_envs % NUM_DEVICES == 0, name

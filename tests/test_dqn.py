@@ -14,7 +14,7 @@ from anakin.algorithms.networks import Network, NetworkConfig
 
 from anakin import devices as dev
 from anakin import envs, runner
-from anakin.config import CheckpointConfig, EvalConfig, TrainConfig
+from anakin.config import CheckpointConfig, EvalConfig, TrainConfig, check_fields
 from anakin.types import Layout, Transition
 
 
@@ -302,9 +302,13 @@ PENDULUM_SPEC = envs.EnvSpec.of_array("Pendulum-v1", (3,), np.float32, None, (1,
     ],
 )
 def test_configs_that_cannot_work_are_refused(changes, spec, message):
-    cfg = DQNConfig(n_step=5, batch_size=32, min_replay_size=64, replay_capacity=1024)
+    # Acme's settings with a small replay; each field's range, then the rules across fields.
+    acme = PRESETS["acme"][0]
+    cfg = dataclasses.replace(acme, batch_size=32, min_replay_size=64, replay_capacity=1024)
+    cfg = dataclasses.replace(cfg, **changes)
     with pytest.raises(ValueError) as e:
-        dataclasses.replace(cfg, **changes).validate(Layout(8, 4, 8), spec)
+        check_fields(cfg, "algo.")
+        cfg.validate(Layout(8, 4, 8), spec)
     assert message in str(e.value)
     assert "\n" not in str(e.value)
 

@@ -83,9 +83,10 @@ def test_wall_clock_checkpoints_bound_lost_work(tmp_path):
     from anakin.config import CheckpointConfig, EvalConfig, TrainConfig
 
     algo, arch = algorithms.get("impala").presets["tiny"]
+    per_call = arch.num_envs * arch.rollout_length * arch.updates_per_call
     cfg = TrainConfig(
         algo=algo,
-        arch=dataclasses.replace(arch, total_env_steps=4 * arch.env_steps_per_call),
+        arch=dataclasses.replace(arch, total_env_steps=4 * per_call),
         eval=EvalConfig(episodes=0),
         checkpoint=CheckpointConfig(every_env_steps=0, every_seconds=1e-9, keep=10),
         out=str(tmp_path),
@@ -96,7 +97,7 @@ def test_wall_clock_checkpoints_bound_lost_work(tmp_path):
     from anakin.checkpoint import Checkpointer
 
     steps = Checkpointer(tmp_path / "clock").steps()
-    assert steps == [arch.env_steps_per_call * (i + 1) for i in range(4)], steps
+    assert steps == [per_call * (i + 1) for i in range(4)], steps
 
 
 def test_a_second_interrupt_aborts_at_once_and_keeps_the_last_checkpoint(tmp_path):

@@ -289,5 +289,5 @@ def test_conv_impl_choice():
     assert _paths(params[0]) == _paths(params[1])
     q = [net.apply(params[0], obs, (), None)[0] for net in nets]
     np.testing.assert_allclose(q[0], q[1], rtol=1e-5, atol=1e-6)
-    with pytest.raises(ValueError, match="conv_impl"):
-        NetworkConfig(conv_impl="fft").validate()
+    with pytest.raises(ValueError, match="network.conv_impl='fft' must be one of 'auto'"):
+        make_network(NetworkConfig(conv_impl="fft"), IMAGE, QHead(3))

@@ -15,7 +15,7 @@ from anakin.algorithms.networks import Network, NetworkConfig
 
 from anakin import algorithms, envs, loop, runner
 from anakin import devices as dev
-from anakin.config import CheckpointConfig, EvalConfig, TrainConfig
+from anakin.config import CheckpointConfig, EvalConfig, TrainConfig, check_fields
 from anakin.types import Layout
 
 CARTPOLE_SPEC = envs.spec(*envs.make("CartPole-v1"), "CartPole-v1")
@@ -191,7 +191,7 @@ def test_validate_names_the_field():
     with pytest.raises(ValueError, match="divide the 2 environments per device"):
         lstm.validate(layout, CARTPOLE_SPEC)
     with pytest.raises(ValueError, match="algo.gae_lambda=1.5 must lie in"):
-        ppo.PPOConfig(num_minibatches=2, gae_lambda=1.5).validate(layout, CARTPOLE_SPEC)
+        check_fields(ppo.PPOConfig(num_minibatches=2, gae_lambda=1.5), "algo.")
     unbounded = CARTPOLE_SPEC._replace(
         num_actions=None, action_shape=(1,), action_low=np.array([-np.inf]), action_high=np.ones(1)
     )

@@ -21,7 +21,7 @@ from anakin.algorithms.r2d2 import (
 from anakin import algorithms, envs, loop, runner
 from anakin import devices as dev
 from anakin import setup as setup_lib
-from anakin.config import ArchConfig, EvalConfig, TrainConfig
+from anakin.config import ArchConfig, EvalConfig, TrainConfig, check_fields
 from anakin.types import Layout, Transition
 
 TX = rlax.SIGNED_HYPERBOLIC_PAIR
@@ -241,19 +241,21 @@ def arch(**kw):
     ],
 )
 def test_configs_that_cannot_work_are_refused(changes, arch_changes, message):
+    # The paper's settings with short sequences and a small replay; each field's range, then
+    # the rules across fields.
     cfg = dataclasses.replace(
-        R2D2Config(
-            batch_size=32,
-            min_replay_size=64,
-            replay_capacity=4096,
-            burn_in_length=4,
-            trace_length=8,
-            sequence_period=4,
-        ),
-        **changes,
+        PRESETS["paper"][0],
+        batch_size=32,
+        min_replay_size=64,
+        replay_capacity=4096,
+        burn_in_length=4,
+        trace_length=8,
+        sequence_period=4,
     )
+    cfg = dataclasses.replace(cfg, **changes)
     with pytest.raises(ValueError) as e:
         a = arch(**arch_changes)
+        check_fields(cfg, "algo.")
         cfg.validate(Layout(a.num_envs, 4, a.rollout_length), CARTPOLE_SPEC)
     assert message in str(e.value)
     assert "\n" not in str(e.value)
@@ -327,7 +329,7 @@ def test_presets_name_their_exploration_and_acme_holds_acmes_defaults():
     assert acme.min_replay_size == 50_000
     assert (acme.exploration, acme.insert_priority) == ("acme", "fixed")
     assert acme.adam_eps == 1e-8 and not acme.burn_in_stop_gradient
-    # Acme's R2D2Config values that R2D2Config's defaults already hold.
+    # Acme's R2D2Config values, which the paper's settings share.
     assert (acme.discount, acme.burn_in_length, acme.trace_length, acme.sequence_period) == (
         0.997,
         40,
@@ -340,12 +342,25 @@ def test_presets_name_their_exploration_and_acme_holds_acmes_defaults():
         2500,
         1e-3,
     )
-    for name in ("default", "tiny"):
+    for name in ("default", "paper", "tiny"):
         assert (PRESETS[name][0].exploration, PRESETS[name][0].insert_priority) == ("ape_x", "max")
+    paper = PRESETS["paper"][0]
+    differ = {
+        f.name for f in dataclasses.fields(acme) if getattr(acme, f.name) != getattr(paper, f.name)
+    }
+    assert differ == {
+        "min_replay_size",
+        "adam_eps",
+        "burn_in_stop_gradient",
+        "exploration",
+        "insert_priority",
+    }
+    assert PRESETS["default"][0] == R2D2Config()
     for devices in (1, 2, 4):
         layout = Layout(acme_arch.num_envs, devices, acme_arch.rollout_length)
-        acme.validate(layout, CARTPOLE_SPEC)
-        assert acme.notices(layout) == []
+        for cfg in (acme, paper):
+            cfg.validate(layout, CARTPOLE_SPEC)
+            assert cfg.notices(layout) == []
 
 
 def test_rounded_samples_per_insert_is_noticed_at_start_up(tmp_path, capsys):
@@ -375,7 +390,8 @@ def test_replay_memory_is_reported(tmp_path):
 
 def test_r2d2_learns_catch(tmp_path):
     cfg = TrainConfig(
-        algo=R2D2Config(
+        algo=dataclasses.replace(
+            PRESETS["paper"][0],
             discount=0.99,
             burn_in_length=4,
             trace_length=8,

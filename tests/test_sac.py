@@ -29,7 +29,7 @@ from anakin.envs import EnvSpec
 
 from anakin import devices as dev
 from anakin import envs, runner
-from anakin.config import ArchConfig, CheckpointConfig, EvalConfig, TrainConfig
+from anakin.config import ArchConfig, CheckpointConfig, EvalConfig, TrainConfig, check_fields
 from anakin.types import Layout, Transition
 
 NUM_DEVICES = 4
@@ -253,7 +253,7 @@ def test_each_loss_sends_gradients_only_into_its_own_part():
             dict(entropy_coefficient=0.1, target_entropy=-2.0),
             "algo.target_entropy=-2.0 is only used when the temperature is learnt",
         ),
-        (BOX, dict(entropy_coefficient=-0.1), "algo.entropy_coefficient=-0.1 must be >= 0"),
+        (BOX, dict(entropy_coefficient=-0.1), "algo.entropy_coefficient=-0.1 must lie in [0,"),
         (BOX, dict(tau=0.0), "algo.tau=0.0 must lie in (0, 1]"),
         (BOX, dict(samples_per_insert=0.01), "SGD steps per rollout"),
         (BOX, dict(batch_size=6), "algo.batch_size=6 does not divide over 4 devices"),
@@ -262,10 +262,12 @@ def test_each_loss_sends_gradients_only_into_its_own_part():
     ],
 )
 def test_configs_that_cannot_work_are_refused(spec, changes, message):
-    cfg = dataclasses.replace(
-        SACConfig(batch_size=32, min_replay_size=64, replay_capacity=4096), **changes
-    )
+    # Acme's settings with a small replay; each field's range, then the rules across fields.
+    acme = PRESETS["acme"][0]
+    cfg = dataclasses.replace(acme, batch_size=32, min_replay_size=64, replay_capacity=4096)
+    cfg = dataclasses.replace(cfg, **changes)
     with pytest.raises(ValueError) as e:
+        check_fields(cfg, "algo.")
         cfg.validate(Layout(num_envs=8, num_devices=NUM_DEVICES, rollout_length=8), spec)
     assert message in str(e.value)
     assert "\n" not in str(e.value)
