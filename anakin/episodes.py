@@ -1,8 +1,10 @@
-"""Whole episodes on device: evaluation, and recording for datasets (and later videos).
+"""Whole episodes on device: evaluation, and recording for datasets and videos.
 
 `make_episode_runner` plays one episode per environment with an algorithm's evaluation policy
 until every episode has ended or a step limit has passed (a `while_loop`), optionally handing
-every step to a recording hook whose outputs it keeps.
+every step to a recording hook whose outputs it keeps. A video needs the state each episode
+ended in, which the auto-reset replaces by the next episode's first state: with
+`auto_reset=False` the runner steps beneath the auto-reset and keeps that state.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from anakin import devices as dev
 from anakin import envs
 from anakin import runs as runs_lib
 from anakin.algorithms import policies
-from anakin.loop import env_step, split_env_keys
+from anakin.loop import split_env_keys
 from anakin.types import Algorithm, Transition
 
 
@@ -30,12 +32,21 @@ class EvalResult(NamedTuple):
     finished: jax.Array  # bool, the episode ended before the step limit
 
 
+class Last(NamedTuple):
+    """Where each environment stood when the runner stopped (leaves [num_episodes, ...]):
+    after its episode's last action when the episode ended, at the step limit otherwise."""
+
+    obs: Any  # the observation that action reached (the final observation)
+    env_state: Any  # the state it reached (the terminal state of a terminated episode)
+
+
 class Episodes(NamedTuple):
     """What `make_episode_runner` returns: results, and what the recording hook kept."""
 
     result: EvalResult
     recorded: Any  # the hook's outputs, leaves [max_steps, num_episodes, ...]; valid for
     # t < lengths; None without a hook
+    last: Last | None = None  # with auto_reset=False; None otherwise
 
 
 class StepRecord(NamedTuple):
@@ -43,12 +54,12 @@ class StepRecord(NamedTuple):
 
     obs: Any  # o_t
     first: jax.Array  # o_t starts an episode
-    env_state: Any  # the state o_t was observed in (what a renderer draws)
+    env_state: Any  # the state o_t was observed in (without auto-reset: the adapter's own)
     action: jax.Array  # a_t
     reward: jax.Array  # r_t
     terminated: jax.Array
     truncated: jax.Array
-    info: dict[str, Any]  # the environment's info, with final_observation
+    info: dict[str, Any]  # the environment's info (with final_observation under auto-reset)
 
 
 Recorder = Callable[[StepRecord], Any]  # one step -> the tree to keep of it
@@ -92,6 +103,7 @@ def make_episode_runner(
     epsilon: float = 0.0,
     record: Recorder | None = None,
     runs: runs_lib.Runs | None = None,
+    auto_reset: bool = True,
 ) -> Callable[[Any, jax.Array], Episodes]:
     """`run(learner (per device), key) -> Episodes`: one episode per environment.
 
@@ -103,6 +115,15 @@ def make_episode_runner(
     datasets, or environment states to draw). Episode i's randomness depends only on
     (key, i), not on the device count. With `runs`, every run plays `num_episodes` episodes
     with its own learner and key (`key` is then [R, 2]) and results gain a leading run axis.
+
+    With `auto_reset=False` (what videos use), each environment plays its one episode through
+    the non-resetting `reset_env` and `step_env` that `env` offers beneath its auto-reset (the
+    `Adapter` contract of `envs.core`, which every `envs.make` stack forwards through its
+    wrappers), and an environment whose episode has ended stays where it ended: `Episodes.last`
+    holds that terminal state and final observation, which an auto-reset would have replaced
+    by the next episode's first. The recorded steps are the same kind (`env_state` is then the
+    adapter's own state); only the step keys' use differs from `auto_reset=True`'s, so a
+    stochastic environment may play other episodes than an evaluation with the same key.
     """
     devices = list(devices)
     num_devices = len(devices)
@@ -110,14 +131,22 @@ def make_episode_runner(
         raise ValueError(f"episodes={num_episodes} do not divide over {num_devices} devices")
     if record is not None and runs is not None:
         raise ValueError("recording episodes needs a single run; pick one run's learner")
+    if not auto_reset and runs is not None:
+        raise ValueError("episodes without auto-reset need a single run; pick one run's learner")
     per_device = num_episodes // num_devices
     build = runs_lib.as_build(algo)
     spec = envs.spec(env, env_params)
 
+    if auto_reset:
+        reset_batch, step_batch = env.reset_batch, env.step_batch
+    else:  # the Adapter contract beneath the auto-reset, one environment at a time
+        reset_batch = jax.vmap(env.reset_env, in_axes=(0, None))
+        step_batch = jax.vmap(env.step_env, in_axes=(0, 0, 0, None))
+
     def run(learner, keys, hp):  # keys [per_device, 2]
         algo = build(hp)
         reset_keys, keys = split_env_keys(keys, 2)
-        obs, env_state = env.reset_batch(reset_keys, env_params)
+        obs, env_state = reset_batch(reset_keys, env_params)
         actor = algo.init_actor(jax.random.PRNGKey(0), per_device)
         first = jnp.ones(per_device, bool)
 
@@ -131,7 +160,7 @@ def make_episode_runner(
                 random = policies.random_actions(spec, random_keys, mask).astype(action.dtype)
                 explore = explore.reshape((-1,) + (1,) * (action.ndim - 1))
                 action = jnp.where(explore, random.reshape(action.shape), action)
-            outcome = env_step(env, env_params, c.env_state, action, step_keys)
+            outcome = step_batch(step_keys, c.env_state, action, env_params)
             return keys, action, actor, outcome
 
         start = _EpisodeCarry(
@@ -179,6 +208,14 @@ def make_episode_runner(
                 step = record(step_record(c, action, outcome))
                 out = jax.tree.map(lambda buf, x: buf.at[c.t].set(x), c.record, step)
             first = jnp.logical_or(terminated, truncated)
+            if not auto_reset:  # an episode that has ended stays where it ended
+
+                def stay(old: jax.Array, new: jax.Array) -> jax.Array:
+                    ended = jnp.reshape(c.done, c.done.shape + (1,) * (new.ndim - 1))
+                    return jnp.where(ended, old, new)
+
+                env_state = jax.tree.map(stay, c.env_state, env_state)
+                obs = jax.tree.map(stay, c.obs, obs)
             return c.replace(
                 t=c.t + 1,
                 env_state=env_state,
@@ -204,7 +241,13 @@ def make_episode_runner(
                 lambda x: jnp.moveaxis(x, 0, 1).reshape((max_steps, num_episodes, *x.shape[3:])),
                 dev.all_gather(c.record),
             )
-        return Episodes(result, recorded)
+        last = None
+        if not auto_reset:  # [D, B, ...] -> [D * B, ...]
+            last = jax.tree.map(
+                lambda x: x.reshape((num_episodes, *x.shape[2:])),
+                dev.all_gather(Last(c.obs, c.env_state)),
+            )
+        return Episodes(result, recorded, last)
 
     program = dev.pmap(runs_lib.over_runs(run, runs), devices)
 

@@ -273,9 +273,18 @@ def _fmt_steps(n: float) -> str:
     return f"{n:.0f}"
 
 
-def describe(record: dict[str, Any], unit: str = "steps") -> str:
-    """One human line: throughput, mean return of completed episodes, loss, evaluation."""
-    parts = [f"{_fmt_steps(record.get('sps', 0))} {unit}/s"]
+def format_duration(seconds: float) -> str:
+    """ "0:42", "12:05", "3:07:09": minutes and seconds, with hours when there are any."""
+    seconds = max(0, round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def describe(record: dict[str, Any], unit: str = "steps", eta_s: float | None = None) -> str:
+    """One human line: throughput, mean return of completed episodes, loss, evaluation, and the
+    time left (`eta_s`, seconds) when it is known."""
+    parts = [f"{_fmt_steps(record.get('sps') or 0)} {unit}/s"]
     ret = record.get("mean_return")
     if ret is not None:
         parts.append(f"return {ret:.1f} ({record['episodes']} eps)")
@@ -285,11 +294,34 @@ def describe(record: dict[str, Any], unit: str = "steps") -> str:
         parts.append(f"loss {record['loss']:.4g}")
     if record.get("eval_mean_return") is not None:
         parts.append(f"eval {record['eval_mean_return']:.1f}")
+    if eta_s is not None:
+        parts.append(f"ETA {format_duration(eta_s)}")
     return " | ".join(parts)
 
 
+def in_notebook() -> bool:
+    """Whether this process is a Jupyter kernel (a notebook, JupyterLab, VS Code, Colab): its
+    IPython shell runs inside an IPKernelApp. IPython is never imported here: a kernel has
+    always imported it already, and anywhere else its absence answers the question."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return shell is not None and "IPKernelApp" in shell.config
+
+
 class Progress:
-    """A live progress bar on a terminal; plain lines every few seconds elsewhere (CI, logs)."""
+    """Training progress: env steps, throughput, return and the time left.
+
+    On a terminal, a rich bar fitted to the terminal's width (80 columns hold all of it); in a
+    Jupyter notebook, a live bar updated in place (IPython's display handle, no ipywidgets
+    needed) that stays as a clean final line; elsewhere (CI, logs) one plain line every
+    `every_s` seconds and on the last update. Messages (`message`) print above a terminal's
+    bar, and as plain lines otherwise. `console` (a rich Console) draws the terminal bar there
+    instead of on stdout.
+
+    The time left is the remaining steps at the average rate since the first update (which
+    comes after compiling and the first call), so pauses for evaluation and checkpoints count;
+    before a second update it is the last call's rate.
+    """
 
     def __init__(
         self,
@@ -298,52 +330,134 @@ class Progress:
         quiet: bool = False,
         every_s: float = 5.0,
         unit: str = "steps",
+        console: Any = None,
     ):
         self.total, self.quiet, self.every_s, self.unit = total_steps, quiet, every_s, unit
+        self.title = title
+        self._start = time.monotonic()
         self._last_print = -math.inf
-        self._bar = None
-        if not quiet and sys.stdout.isatty():
-            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
-            from rich.progress import Progress as RichProgress
+        self._first: tuple[float, int] | None = None  # (time, steps) of the first update
+        self._bar = self._notebook = None
+        if quiet:
+            return
+        if console is None and in_notebook():
+            self._notebook = _NotebookBar(title)
+        elif console is not None or sys.stdout.isatty():
+            from rich.text import Text
 
-            self._bar = RichProgress(
-                TextColumn("[bold]{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                TextColumn("{task.fields[info]}"),
-            )
-            self._task = self._bar.add_task(title, total=total_steps, info="compiling...")
+            self._bar = _rich_bar(console)
+            self._bar.console.print(Text(title, style="bold"))
+            self._task = self._bar.add_task(title, total=total_steps, **_bar_fields(0, self))
             self._bar.start()
-        elif not quiet:
+        else:
             print(f"[anakin] {title}: compiling...", flush=True)
+
+    def eta(self, record: dict[str, Any]) -> float | None:
+        """Seconds left at the rate so far (see the class docstring); None before any rate."""
+        steps, now = record["env_steps"], time.monotonic()
+        if self._first is None:
+            self._first = (now, steps)
+        t0, s0 = self._first
+        rate = (steps - s0) / (now - t0) if steps > s0 and now > t0 else record.get("sps")
+        if not rate:
+            return None
+        return max(self.total - steps, 0) / rate
 
     def update(self, record: dict[str, Any], final: bool = False) -> None:
         if self.quiet:
             return
         steps = record["env_steps"]
+        eta = None if final else self.eta(record)
         if self._bar is not None:
-            self._bar.update(
-                self._task, completed=min(steps, self.total), info=describe(record, self.unit)
+            fields = _bar_fields(steps, self, record, eta)
+            self._bar.update(self._task, completed=min(steps, self.total), **fields)
+            return
+        if self._notebook is not None:
+            self._notebook.update(
+                min(steps, self.total) / max(self.total, 1), self._line(record, eta)
             )
             return
         now = time.monotonic()
         if final or now - self._last_print >= self.every_s:
             self._last_print = now
-            what = "env steps" if self.unit == "steps" else self.unit
-            print(
-                f"[anakin] {steps:,}/{self.total:,} {what} | {describe(record, self.unit)}",
-                flush=True,
-            )
+            print(f"[anakin] {self._line(record, eta)}", flush=True)
+
+    def _line(self, record: dict[str, Any], eta: float | None) -> str:
+        what = "env steps" if self.unit == "steps" else self.unit
+        steps = record["env_steps"]
+        return f"{steps:,}/{self.total:,} {what} | {describe(record, self.unit, eta)}"
 
     def message(self, text: str) -> None:
         if self.quiet:
             return
         if self._bar is not None:
-            self._bar.console.print(text)
+            self._bar.console.print(text, markup=False)  # brackets in a message stay as typed
         else:
             print(f"[anakin] {text}", flush=True)
 
     def close(self) -> None:
         if self._bar is not None:
             self._bar.stop()
+
+
+def _rich_bar(console: Any) -> Any:
+    """rich's progress display with the columns of `_bar_fields`: the bar takes the width the
+    numbers leave (at 80 columns about 20), so nothing is cut."""
+    from rich.progress import BarColumn, TextColumn
+    from rich.progress import Progress as RichProgress
+
+    return RichProgress(
+        BarColumn(bar_width=None),
+        TextColumn("{task.percentage:>3.0f}%"),
+        TextColumn("{task.fields[steps]}"),
+        TextColumn("{task.fields[rate]}"),
+        TextColumn("{task.fields[ret]}"),
+        TextColumn("{task.fields[time]}"),
+        console=console,
+        expand=True,
+    )
+
+
+def _bar_fields(
+    steps: int, progress: Progress, record: dict[str, Any] | None = None, eta: float | None = None
+) -> dict[str, str]:
+    """The bar's numbers: steps done of the total, throughput, mean return, time taken and
+    left; "compiling..." before the first record."""
+    unit = progress.unit
+    fields = {"steps": f"{_fmt_steps(steps)}/{_fmt_steps(progress.total)} {unit}"}
+    if record is None:
+        return {**fields, "rate": "", "ret": "compiling...", "time": ""}
+    ret = record.get("mean_return")
+    elapsed = format_duration(time.monotonic() - progress._start)
+    eta = 0.0 if steps >= progress.total else eta
+    return {
+        **fields,
+        "rate": f"{_fmt_steps(record.get('sps') or 0)}/s",
+        "ret": f"return {ret:.1f}" if ret is not None else ("return -" if unit == "steps" else ""),
+        "time": f"{elapsed} ETA {format_duration(eta) if eta is not None else '-'}",
+    }
+
+
+class _NotebookBar:
+    """A progress bar in a Jupyter notebook's output, redrawn in place through an IPython
+    display handle (an HTML <progress> element and the plain line beside it)."""
+
+    def __init__(self, title: str):
+        from IPython.display import display
+
+        self._title = title
+        self._handle = display(self._html(0.0, "compiling..."), display_id=True)
+
+    def _html(self, fraction: float, line: str) -> Any:
+        from html import escape
+
+        from IPython.display import HTML
+
+        return HTML(
+            f"<div><b>{escape(self._title)}</b><br><progress value='{fraction:.4f}' max='1' "
+            f"style='width:30em'></progress> {100 * fraction:.0f}% "
+            f"<code>{escape(line)}</code></div>"
+        )
+
+    def update(self, fraction: float, line: str) -> None:
+        self._handle.update(self._html(fraction, line))

@@ -263,27 +263,46 @@ def episodes_to_steps(eps: episodes_lib.Episodes, limit: int):
 class VideoStep(NamedTuple):
     """What a video keeps of each step (leaves [B, ...] on device)."""
 
-    state: Any  # the adapter's own state (EpisodeStatistics' bookkeeping taken off)
+    state: Any  # the adapter's own state o_t was observed in
     obs: Any
     action: jax.Array
     reward: jax.Array
+    terminated: jax.Array  # how the episode ended, on its last step
 
 
 def record_video(step: episodes_lib.StepRecord) -> VideoStep:
-    """The recording hook of videos: the adapter's state each observation was made in, with
-    the observation, action and reward for the caption (and the generic picture)."""
+    """The recording hook of videos, for episodes played without auto-reset (so `env_state`
+    is the adapter's own): each step's state and observation, action and reward; the state
+    the last action reached comes with `Episodes.last`."""
     return VideoStep(
-        state=adapter_state(step.env_state), obs=step.obs, action=step.action, reward=step.reward
+        state=step.env_state,
+        obs=step.obs,
+        action=step.action,
+        reward=step.reward,
+        terminated=step.terminated,
     )
 
 
-def adapter_state(state: Any) -> Any:
-    """The adapter's own state inside the states of the wrappers `envs.make` puts around it:
-    each state class of `envs.wrappers` (`EpisodeStatsState`, ...) keeps the state it wraps in
-    its `env_state` field."""
-    while type(state).__module__ == envs.wrappers.__name__:
-        state = state.env_state
-    return state
+def video_episode(
+    steps: VideoStep, last: episodes_lib.Last, i: int, length: int, finished: bool
+) -> video.EpisodeSteps:
+    """Episode `i` of a film's recording (host arrays, steps [max_steps, episodes, ...], `last`
+    [episodes, ...]) as the states and observations before and after each of its `length`
+    actions."""
+
+    def with_last(recorded: np.ndarray, reached: np.ndarray) -> np.ndarray:
+        return np.concatenate([recorded[:length, i], reached[i][None]])
+
+    end = ""
+    if finished:
+        end = "terminated" if steps.terminated[length - 1, i] else "truncated"
+    return video.EpisodeSteps(
+        state=jax.tree.map(with_last, steps.state, last.env_state),
+        obs=jax.tree.map(with_last, steps.obs, last.obs),
+        action=steps.action[:length, i],
+        reward=steps.reward[:length, i],
+        end=end,
+    )
 
 
 def film_devices() -> list[jax.Device]:
@@ -292,10 +311,11 @@ def film_devices() -> list[jax.Device]:
 
 
 class Film(NamedTuple):
-    frames: Iterator[np.ndarray]  # uint8 RGB [H, W, 3], one per step of every episode in
-    # turn (lengths.sum() of them), drawn as they are read
+    frames: Iterator[np.ndarray]  # uint8 RGB [H, W, 3]: each episode's first state, then one
+    # per step (lengths.sum() + episodes in all), episode after episode, drawn as they are read
     returns: np.ndarray  # [episodes]
     lengths: np.ndarray  # [episodes] int
+    episodes: list[video.EpisodeSteps]  # what the frames are drawn from
 
 
 def make_filmer(
@@ -308,10 +328,11 @@ def make_filmer(
     title: str = "",
 ) -> Callable[[Any, jax.Array], Film]:
     """`film(learner, key) -> Film`: `episodes` episodes of the evaluation policy, played side
-    by side on this process's first device (`film_devices`; compiled on the first call only),
-    then drawn on the host one after another (see `anakin.video`). `learner` is one copy with
-    a leading axis of 1 on that device (`dev.replicate(learner, film_devices())`, or a training
-    state's first shard, which needs no copy)."""
+    by side on this process's first device (`film_devices`; compiled on the first call only)
+    without auto-reset, so that each episode's last state is kept, then drawn on the host one
+    after another (see `anakin.video`). `learner` is one copy with a leading axis of 1 on that
+    device (`dev.replicate(learner, film_devices())`, or a training state's first shard, which
+    needs no copy)."""
     devices = film_devices()
     run = episodes_lib.make_episode_runner(
         algorithm,
@@ -321,19 +342,21 @@ def make_filmer(
         max_steps=max_steps,
         devices=devices,
         record=record_video,
+        auto_reset=False,
     )
     adapter = env.unwrapped
 
     def film(learner: Any, key: jax.Array) -> Film:
         eps = run(learner, key)
         steps = jax.tree.map(np.asarray, eps.recorded)  # [max_steps, episodes, ...]
+        last = jax.tree.map(np.asarray, eps.last)  # [episodes, ...]
         lengths = np.asarray(eps.result.lengths)
+        finished = np.asarray(eps.result.finished)
         recorded = [
-            video.EpisodeSteps(**jax.tree.map(lambda x, i=i, n=int(n): x[:n, i], steps)._asdict())
-            for i, n in enumerate(lengths)
+            video_episode(steps, last, i, int(n), bool(finished[i])) for i, n in enumerate(lengths)
         ]
         frames = video.draw_episodes(adapter, env_params, recorded, title)
-        return Film(frames, np.asarray(eps.result.returns), lengths)
+        return Film(frames, np.asarray(eps.result.returns), lengths, recorded)
 
     return film
 

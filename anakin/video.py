@@ -1,19 +1,28 @@
 """Drawing recorded episodes on the host, and writing them as a video (the `render` extra).
 
 Episodes are played on device (`anakin.policy.make_filmer`); only the drawing happens here.
-Each frame is the environment's own picture of its state when its adapter offers one (the
-optional `Renderable` hook below), otherwise a generic picture of the observation: an image
-observation (rank 3) as an image, anything else as a bar plot of the observation's entries.
-Every frame gets a caption: the environment, then episode, step, action, reward, return so far.
+An episode of T steps gives T + 1 frames: its first state, then after each action the state
+that action reached, so a step's frame shows its outcome and the last frame the state the
+episode ended in (a catch or a miss, a goal reached, a game lost). Each frame is the
+environment's own picture of its state when its adapter offers one (the optional `Renderable`
+hook below), otherwise a generic picture of the observation: an image observation (rank 3) as
+an image, anything else as a bar plot of the observation's entries. Every frame gets a
+caption: the environment and episode; the step and the action that led to it (by name where
+the adapter names its actions, the optional `NamesActions` hook); its reward and the return so
+far, and on the last frame how the episode ended.
 
-The hook, for a suite's adapter (`envs/<suite>_suite.py`)::
+The hooks, for a suite's adapter (`envs/<suite>_suite.py`)::
 
     def render(self, state, params) -> np.ndarray | None
+    def action_names(self, params) -> list[str] | None
 
-draws one environment's state (the adapter's own state, as its `reset_env` and `step_env`
-return it, with host numpy leaves and no batch axis) as uint8 RGB [H, W, 3], the same size for
-every state; or returns None when it has no picture of this environment. gymnax's adapter
-implements it with gymnax's own visualiser (`envs.gymnax_suite.GymnaxAdapter.render`).
+`render` draws one environment's state (the adapter's own state, as its `reset_env` and
+`step_env` return it, with host numpy leaves and no batch axis) as uint8 RGB [H, W, 3], the
+same size for every state; or returns None when it has no picture of this environment.
+`action_names` gives one name per discrete action (index = action), or None when the
+environment does not name them (actions are then drawn as numbers). gymnax's adapter
+implements both with gymnax's own visualiser and the games' documented actions
+(`envs.gymnax_suite.GymnaxAdapter`); the other suites' adapters with their own renderers.
 """
 
 from __future__ import annotations
@@ -41,13 +50,22 @@ class Renderable(Protocol):
     def render(self, state: Any, params: Any) -> np.ndarray | None: ...
 
 
-class EpisodeSteps(NamedTuple):
-    """One recorded episode on the host, leaves [T, ...] (T = its length)."""
+@runtime_checkable
+class NamesActions(Protocol):
+    """An adapter that names its discrete actions (see the module docstring)."""
 
-    state: Any  # the adapter's state each observation was made in
-    obs: Any  # o_t, as the agent saw it (after the observation wrappers)
-    action: np.ndarray  # a_t
-    reward: np.ndarray  # r_t, float [T]
+    def action_names(self, params: Any) -> list[str] | None: ...
+
+
+class EpisodeSteps(NamedTuple):
+    """One recorded episode of T steps on the host: states and observations [T + 1, ...],
+    actions and rewards [T, ...]."""
+
+    state: Any  # s_0 .. s_T: the adapter's first state, then the state each action reached
+    obs: Any  # o_0 .. o_T, as the agent saw them (after the observation wrappers)
+    action: np.ndarray  # a_0 .. a_{T-1}
+    reward: np.ndarray  # r_0 .. r_{T-1}, float [T]
+    end: str = ""  # "terminated", "truncated" (a time limit), or "" (cut at the step limit)
 
 
 def require(out: Path | str = "x.gif") -> None:
@@ -157,33 +175,50 @@ def _write_mp4(path: Path, frames: Iterator[np.ndarray], fps: int) -> None:
 def draw_episodes(
     adapter: Any, params: Any, episodes: list[EpisodeSteps], title: str = ""
 ) -> Iterator[np.ndarray]:
-    """Frames of `episodes` one after another, drawn as they are asked for: one per step, each
-    the environment's picture of the state (when `adapter` is `Renderable` and has one) or of
-    the observation, under a caption."""
+    """Frames of `episodes` one after another, drawn as they are asked for: T + 1 per episode
+    of T steps (its first state, then the outcome of each action), each the environment's
+    picture of the state (when `adapter` is `Renderable` and has one) or of the observation,
+    under a caption."""
     if not episodes:
         return
     first = jax.tree.map(lambda x: x[0], episodes[0].state)
     own = isinstance(adapter, Renderable) and adapter.render(first, params) is not None
     picture = None if own else ObservationPicture([e.obs for e in episodes])
+    names = adapter.action_names(params) if isinstance(adapter, NamesActions) else None
     for i, ep in enumerate(episodes):
-        ret = 0.0
-        for t in range(len(ep.reward)):
-            ret += float(ep.reward[t])
+        head = f"{title}  episode {i + 1}/{len(episodes)}".strip()
+        steps, ret = len(ep.reward), 0.0
+        for k in range(steps + 1):
             if own:
-                image = adapter.render(jax.tree.map(lambda x, t=t: x[t], ep.state), params)
+                image = adapter.render(jax.tree.map(lambda x, k=k: x[k], ep.state), params)
             else:
-                image = picture.draw(jax.tree.map(lambda x, t=t: x[t], ep.obs))
-            numbers = (
-                f"episode {i + 1}/{len(episodes)} step {t} action {_fmt(ep.action[t])} "
-                f"reward {float(ep.reward[t]):.2f} return {ret:.2f}"
-            )
-            yield with_caption(np.asarray(image, np.uint8), (title, numbers))
+                image = picture.draw(jax.tree.map(lambda x, k=k: x[k], ep.obs))
+            if k == 0:
+                lines = (head, f"start (step 0/{steps})", "return 0.00")
+            else:
+                reward = float(ep.reward[k - 1])
+                ret += reward
+                outcome = f"reward {reward:.2f}  return {ret:.2f}"
+                if k == steps:
+                    outcome += "  " + ENDINGS[ep.end]
+                action = action_text(ep.action[k - 1], names)
+                lines = (head, f"step {k}/{steps}  action {action}", outcome)
+            yield with_caption(np.asarray(image, np.uint8), lines)
 
 
-def _fmt(action: np.ndarray) -> str:
+# The last frame's caption, by EpisodeSteps.end.
+ENDINGS = {"terminated": "terminated", "truncated": "truncated (time limit)", "": "step limit"}
+
+
+def action_text(action: np.ndarray, names: list[str] | None = None) -> str:
+    """An action for a caption: a discrete one by its name when `names` has one for it (with
+    its number), else its number; a continuous one as its first six entries."""
     a = np.asarray(action)
+    if a.ndim == 0 and a.dtype.kind in "iub":
+        i = int(a)
+        return f"{names[i]} ({i})" if names is not None and 0 <= i < len(names) else str(i)
     if a.ndim == 0:
-        return str(a.item()) if a.dtype.kind in "iub" else f"{a.item():.2f}"
+        return f"{a.item():.2f}"
     return "[" + " ".join(f"{v:.2f}" for v in a.reshape(-1)[:6]) + (" ...]" if a.size > 6 else "]")
 
 

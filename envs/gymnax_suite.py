@@ -95,6 +95,33 @@ class GymnaxAdapter:
             self._picture = _Picture(self.gymnax_env, state, params)
         return self._picture.draw(state, params)
 
+    def action_names(self, params: Any) -> list[str] | None:
+        """The actions' meanings where gymnax documents them (`ACTION_NAMES`; MinAtar's by its
+        action set, a subset of MinAtar's six actions); None for the others (bandit arms,
+        DeepSea's per-cell mapping, continuous actions)."""
+        if self.name in _MINATAR:
+            return [MINATAR_ACTIONS[int(a)] for a in np.asarray(self.gymnax_env.action_set)]
+        names = ACTION_NAMES.get(self.name)
+        return None if names is None else list(names)
+
+
+# What each action does, as gymnax's environments (and the Gymnasium / bsuite originals) define
+# it: CartPole pushes the cart, Acrobot applies torque -1/0/+1, MountainCar accelerates, Catch
+# moves the paddle (`dx = action - 1`), the mazes step by `directions` (row, column).
+ACTION_NAMES = {
+    "CartPole-v1": ("left", "right"),
+    "Acrobot-v1": ("torque -1", "torque 0", "torque +1"),
+    "MountainCar-v0": ("left", "none", "right"),
+    "Catch-bsuite": ("left", "stay", "right"),
+    "FourRooms-misc": ("up", "right", "down", "left"),
+    "MetaMaze-misc": ("up", "right", "down", "left"),
+    "FrozenLake-misc": ("left", "down", "right", "up"),
+    "Pong-misc": ("noop", "up", "down"),
+}
+# MinAtar's full action set ('n', 'l', 'u', 'r', 'd', 'f'); each game's `action_set` picks from it.
+MINATAR_ACTIONS = ("noop", "left", "up", "right", "down", "fire")
+_MINATAR = frozenset(n for n in gymnax.registered_envs if n.endswith("-MinAtar"))
+
 
 # gymnax.visualize's matplotlib drawings, by env.name: (module, kind), where the module has
 # init_<kind>(ax, env, state, params) and update_<kind>(artists, env, state), plus params for

@@ -33,6 +33,11 @@ from the Hugging Face hub when it is built).
 `info["illegal_action"]` says whether the action taken was masked (what jumanji then does
 differs: Snake dies, Maze stays put, GraphColoring ends).
 
+Videos draw a state with the environment's own jumanji viewer, made to return an image rather
+than open a window (`JumanjiAdapter.render`), and name the actions of the environments whose
+documentation names them (`ACTION_NAMES`); a flattened multi-discrete action is named by the
+joint action jumanji takes, e.g. Tetris's "(rotation, column)" as "(1, 4)".
+
 Constructor arguments go to jumanji (`Snake(num_rows, num_cols)`: `--env-kwargs num_rows 6
 num_cols 6`; `time_limit` is the adapter's parameter, above), except Maze's `num_rows` and
 `num_cols`, which build its random generator, and `envs_per_reset`, which shares the cost of
@@ -46,6 +51,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import math
 from typing import Any
 
@@ -57,6 +63,7 @@ from anakin.envs.core import EnvSpec, Step, build
 from flax import struct
 from jumanji import specs
 from jumanji.environments.routing.maze.generator import RandomGenerator as MazeGenerator
+from jumanji.viewer import MatplotlibViewer
 
 # Single-agent environments with discrete actions (flattened where they are MultiDiscrete).
 SUPPORTED = (
@@ -99,6 +106,17 @@ TIMED = frozenset(
 POOLED_RESETS = {"Maze-v0": 8, "RubiksCube-v0": 8}
 _NO_LIMIT = np.iinfo(np.int32).max  # a limit jumanji's int32 step counters never reach
 MASK = "action_mask"
+# What the actions do, where each environment's docstring says it (`action_spec`: "[0,1,2,3] ->
+# [Up, Right, Down, Left]"; SlidingTilePuzzle moves its empty tile).
+_MOVES = ("up", "right", "down", "left")
+ACTION_NAMES = {
+    "Game2048-v1": _MOVES,
+    "Maze-v0": _MOVES,
+    "PacMan-v1": (*_MOVES, "no-op"),
+    "SlidingTilePuzzle-v0": _MOVES,
+    "Snake-v1": _MOVES,
+}
+RENDER_INCHES = 5.0  # the viewers' figures (jumanji's default, 10, draws 1000x1000 pixels)
 
 
 @struct.dataclass
@@ -168,6 +186,7 @@ class JumanjiAdapter:
             self.num_actions = math.prod(self._nvec)
         else:
             raise ValueError(f"jumanji {name!r}: action spec {space!r} is not discrete")
+        self._picture: _Picture | None = None  # render's viewer, made on first use
 
     @property
     def default_params(self) -> JumanjiParams:
@@ -238,6 +257,55 @@ class JumanjiAdapter:
         return EnvSpec(
             f"jumanji/{self.name}", obs, self.num_actions, action_mask=MASK if MASK in obs else None
         )
+
+    def render(self, state: JumanjiState, params: JumanjiParams) -> np.ndarray | None:
+        """One state (host arrays, no batch axis) drawn by the environment's own jumanji viewer
+        as uint8 RGB [500, 500, 3]; None for an environment without one."""
+        if self._picture is None:
+            self._picture = _Picture(self.jumanji_env, self.name)
+        return self._picture.draw(state.env_state)
+
+    def action_names(self, params: JumanjiParams) -> list[str] | None:
+        """The actions' meanings where jumanji documents them (`ACTION_NAMES`); for a flattened
+        multi-discrete action, the joint action it stands for; None otherwise."""
+        if self.name in ACTION_NAMES:
+            return list(ACTION_NAMES[self.name])
+        if self._nvec is not None:
+            return [str(tuple(int(i) for i in ix)) for ix in np.ndindex(*self._nvec)]
+        return None
+
+
+class _Picture:
+    """An environment's jumanji viewer, drawing into an array instead of a window.
+
+    jumanji's `MatplotlibViewer` draws on a pyplot figure and shows it ("human" mode) or
+    returns its pixels ("rgb_array"); every environment builds its viewer in "human" mode,
+    with arguments of its own. A copy of that viewer is switched to returning pixels, on a
+    figure of its own, never shown (no window, no notebook output, pyplot's interactive mode
+    left as it was), and without clearing a notebook's output as it does in Colab. These are
+    `jumanji.viewer.MatplotlibViewer`'s attributes (jumanji 1.1).
+    """
+
+    def __init__(self, env: Any, name: str):
+        found = [v for v in vars(env).values() if isinstance(v, MatplotlibViewer)]
+        self.viewer = None
+        if found:
+            viewer = copy.copy(found[0])
+            viewer._name = f"anakin {name}"
+            viewer.figure_size = (RENDER_INCHES, RENDER_INCHES)
+            viewer._display = viewer._display_rgb_array
+            viewer._clear_display = lambda: None
+            viewer._get_fig_ax = functools.partial(viewer._get_fig_ax, show=False)
+            self.viewer = viewer
+
+    def draw(self, env_state: Any) -> np.ndarray | None:
+        if self.viewer is None:
+            return None
+        import matplotlib.pyplot as plt
+
+        with plt.ioff():  # jumanji's own ioff() would otherwise stay in force
+            rgba = self.viewer.render(jax.tree.map(jnp.asarray, env_state))  # Maze needs .at
+        return np.asarray(rgba)[..., :3].copy()
 
 
 def names() -> list[str]:

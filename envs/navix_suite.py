@@ -29,7 +29,9 @@ uint8 [7 * 7 * 21] or uint8 [7, 7, 3]). RGB observations are not offered.
 
 Rendering: navix builds a rendering cache (the background as RGB patches) at every reset, only
 used by RGB observations. Our `AutoReset` resets on every step (and selects), so the adapter
-hands navix an empty cache instead (DoorKey-8x8: 2.5-4.7x more env steps/s).
+hands navix an empty cache instead (DoorKey-8x8: 2.5-4.7x more env steps/s). Videos draw a
+state with navix's own RGB observation (`navix.observations.rgb`) after building the state's
+cache on the host (`NavixAdapter.render`).
 
 Resets: a navix reset (building the grid and placing entities) costs several steps.
 `envs_per_reset=N` (e.g. `--env-kwargs envs_per_reset 8`) has `envs.make` share them across the
@@ -46,6 +48,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import navix
+import numpy as np
 from anakin.envs.core import EnvSpec, Step, build
 from flax import struct
 from navix import observations
@@ -62,6 +65,7 @@ OBSERVATIONS = {
 # six colours of navix's palette, states 0..3 (a direction, or a door's 0 open / 1 closed /
 # 2 locked).
 NUM_TAGS, NUM_COLOURS, NUM_STATES = 11, 6, 4
+RENDER_SCALE = 4  # navix's sprites are 8 pixels a tile; videos show 32, as xminigrid's
 
 
 class NavixParams(struct.PyTreeNode):
@@ -100,6 +104,7 @@ class NavixAdapter:
         self.navix_env = navix.make(name, observation_fn=observation_fn, **navix_kwargs)
         self._cache = RenderingCache(patches=jnp.zeros((1, 1, 1, 3), jnp.uint8))
         self.envs_per_reset = envs_per_reset  # read by envs.make: None means plain AutoReset
+        self._draw = None  # render's compiled drawing, made on first use
 
     @property
     def default_params(self) -> NavixParams:
@@ -136,6 +141,25 @@ class NavixAdapter:
     def spec(self, params: NavixParams) -> EnvSpec:
         obs, _ = jax.eval_shape(self.reset_env, jax.random.PRNGKey(0), params)
         return EnvSpec(self.name, obs, int(self.navix_env.action_space.n))
+
+    def render(self, state: Any, params: NavixParams) -> np.ndarray:
+        """One state (a navix `Timestep` of host arrays, no batch axis) drawn by navix's own
+        RGB observation of the whole grid (its 8-pixel sprites, enlarged 4 times without
+        smoothing): uint8 [32 * height, 32 * width, 3]. The rendering cache the adapter leaves
+        empty is built here, from the state's grid (compiled once per adapter)."""
+        if self._draw is None:
+
+            def draw(s: Any) -> jax.Array:
+                return observations.rgb(s.replace(cache=RenderingCache.init(s.grid)))
+
+            self._draw = jax.jit(draw)
+        image = np.asarray(self._draw(state.state))
+        return image.repeat(RENDER_SCALE, axis=0).repeat(RENDER_SCALE, axis=1)
+
+    def action_names(self, params: NavixParams) -> list[str]:
+        """navix's names of its actions: the functions of the environment's `action_set`
+        (MiniGrid's set by default: rotate_ccw, rotate_cw, forward, pickup, drop, toggle, done)."""
+        return [action.__name__ for action in self.navix_env.action_set]
 
 
 def names() -> list[str]:

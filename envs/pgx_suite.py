@@ -23,6 +23,11 @@ Pgx's API is `init(key) -> State` and `step(state, action, key) -> State`, with 
   0's, summed over those moves; the observation is from player 0's view. An illegal action
   ends the game with Pgx's -1 penalty (the mask lets policies avoid it).
 
+Videos draw MinAtar's boards in Pgx's own colours (`pgx.minatar.utils.get_cmap`, as Pgx's SVG
+of a MinAtar state does), and the other games with Pgx's SVG pictures (`State.to_svg`) turned
+into pixels by `cairosvg` when it is installed (`pip install cairosvg`; without it they get the
+generic picture of the observation). MinAtar's and 2048's actions are drawn by name.
+
 MinAtar keeps the original's sticky actions (`sticky_action_prob`, 0.1; a constructor keyword,
 so `--env-kwargs sticky_action_prob=0` turns them off) and its difficulty ramping (Asterix,
 Seaquest, Space Invaders), neither of which gymnax's MinAtar has.
@@ -31,11 +36,14 @@ Seaquest, Space Invaders), neither of which gymnax's MinAtar has.
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import io
 import warnings
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pgx
 from anakin.envs.core import EnvSpec, Step, build
 from flax import struct
@@ -60,6 +68,10 @@ _TWO_PLAYER = (
     "animal_shogi",
     "gardner_chess",
 )
+# MinAtar's full action set ('n', 'l', 'u', 'r', 'd', 'f'); a game's minimal set picks from it.
+MINATAR_ACTIONS = ("noop", "left", "up", "right", "down", "fire")
+ACTIONS_2048 = ("left", "up", "right", "down")  # pgx.play2048: "0(left), 1(up), 2(right), 3(down)"
+MINATAR_PIXELS = 32  # a MinAtar cell's side in a video frame: 320x320 boards
 _DEFAULT_MAX_STEPS = 1000  # gymnax's MinAtar default (Breakout, Asterix, Seaquest, ...)
 _NO_LIMIT = 100_000  # for games that end by themselves (Freeway after 2500 steps)
 
@@ -166,6 +178,42 @@ class PgxAdapter:
         num_actions = int(self.game.num_actions)
         mask = "action_mask" if self.masked else None
         return EnvSpec(f"pgx/{self.name}", obs, num_actions, action_mask=mask)
+
+    def render(self, state: PgxState, params: PgxParams) -> np.ndarray | None:
+        """One state (host arrays, no batch axis) as uint8 RGB [H, W, 3]: a MinAtar board in
+        Pgx's MinAtar colours, [320, 320, 3]; another game's Pgx SVG picture rasterised with
+        cairosvg, or None when cairosvg is not installed."""
+        if self.name in _MINATAR:
+            return _minatar_picture(np.asarray(state.game.observation))
+        if importlib.util.find_spec("cairosvg") is None:
+            return None
+        import cairosvg
+        from PIL import Image
+
+        svg = jax.tree.map(jnp.asarray, state.game).to_svg(color_theme="light")
+        png = cairosvg.svg2png(bytestring=svg.encode(), background_color="white")
+        return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
+
+    def action_names(self, params: PgxParams) -> list[str] | None:
+        """MinAtar's actions (its game's action set) and 2048's moves by name; None for the
+        board games, whose actions are cells or moves by number."""
+        if self.name in _MINATAR:
+            if not self.game.use_minimal_action_set:
+                return list(MINATAR_ACTIONS)
+            return [MINATAR_ACTIONS[int(a)] for a in np.asarray(self.game.minimal_action_set)]
+        return list(ACTIONS_2048) if self.name == "2048" else None
+
+
+def _minatar_picture(board: np.ndarray) -> np.ndarray:
+    """A MinAtar board (bool [10, 10, C]) as Pgx draws it: each cell in the colour of its
+    highest set channel (black where none is set), enlarged to `MINATAR_PIXELS` a cell."""
+    from pgx.minatar.utils import get_cmap
+
+    channels = board.shape[-1]
+    colours = np.asarray([(0.0, 0.0, 0.0), *get_cmap(channels)])  # [C + 1, 3]
+    index = np.max(board * (np.arange(channels) + 1), axis=-1)  # [10, 10], 0 = empty
+    image = (colours[index] * 255).round().astype(np.uint8)
+    return image.repeat(MINATAR_PIXELS, axis=0).repeat(MINATAR_PIXELS, axis=1)
 
 
 def names() -> list[str]:

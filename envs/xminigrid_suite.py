@@ -42,6 +42,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import xminigrid
 from anakin.envs.core import EnvSpec, Step, build
 from xminigrid.benchmarks import Benchmark, load_benchmark_from_path
@@ -145,6 +146,20 @@ class XMiniGridAdapter:
     def spec(self, params: Any) -> EnvSpec:
         obs, _ = jax.eval_shape(self.reset_env, jax.random.PRNGKey(0), params)
         return EnvSpec(self.name, obs, int(self.xm_env.num_actions(params)))
+
+    def render(self, state: Any, params: Any) -> np.ndarray:
+        """One state (a `TimeStep` of host arrays, no batch axis) drawn by xminigrid's own RGB
+        renderer: the whole grid, 32 pixels a tile, the agent's view highlighted, uint8
+        [32 * height, 32 * width, 3]. The task (goal and rules) is not drawn."""
+        return np.asarray(self.xm_env.render(params.replace(render_mode="rgb_array"), state))
+
+    def action_names(self, params: Any) -> list[str]:
+        """xminigrid's six actions, in the order of `xminigrid.core.actions.take_action`."""
+        return list(ACTIONS)
+
+
+# What xminigrid's actions do (`xminigrid.core.actions.take_action`, by index).
+ACTIONS = ("forward", "turn right", "turn left", "pick up", "put down", "toggle")
 
 
 def names() -> list[str]:

@@ -310,3 +310,32 @@ def test_tiny_impala_run_on_snake_gives_finite_metrics(tmp_path):
             if isinstance(value, float):
                 assert np.isfinite(value), (key, value)
     assert result.summary["final_mean_return"] >= 0.0
+
+
+def test_video_frames_are_jumanjis_snake_pictures_with_the_fruit():
+    """Snake filmed heading up until it leaves the board: jumanji's own viewer draws every
+    frame (the fruit included, which the generic picture of the observation lost), and the
+    last one is the terminal state."""
+    pytest.importorskip("PIL", reason='videos need the render extra: pip install -e ".[render]"')
+    import matplotlib.pyplot as plt
+    from filming import film, picture, state_at
+
+    up = 0  # jumanji's Snake: [up, right, down, left]
+    env, params = envs.make("jumanji/Snake-v1")
+    adapter = env.unwrapped
+    interactive = plt.isinteractive()
+    result, frames = film(env, params, [up], max_steps=30)
+    (ep,) = result.episodes
+    n = int(result.lengths[0])
+    assert ep.end == "terminated" and len(frames) == n + 1 and n <= 12
+    image = adapter.render(state_at(ep, n), params)
+    assert image.shape == (500, 500, 3) and image.dtype == np.uint8
+    assert np.array_equal(picture(frames[-1], 500), image)
+    assert not np.array_equal(image, adapter.render(state_at(ep, 0), params))
+    fruit = state_at(ep, 0).env_state.fruit_position
+    assert 0 <= int(fruit.row) < 12 and 0 <= int(fruit.col) < 12
+    assert plt.isinteractive() == interactive  # pyplot's mode left as it was
+    assert adapter.action_names(params) == ["up", "right", "down", "left"]
+    tetris, tetris_params = envs.make("jumanji/Tetris-v0")
+    names = tetris.unwrapped.action_names(tetris_params)
+    assert len(names) == 40 and names[13] == "(1, 3)"  # [rotation, column], row-major

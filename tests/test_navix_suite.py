@@ -162,3 +162,25 @@ def test_impala_learns_empty_5x5(tmp_path):
     assert returns and all(np.isfinite(returns))
     assert result.summary["eval_mean_return"] == 1.0, returns
     assert result.summary["eval_mean_length"] <= 10, result.summary
+
+
+def test_video_frames_are_navixs_pictures_ending_on_the_goal():
+    """A filmed episode along the shortest path: 6 frames (the start, then each step) drawn by
+    navix's own RGB observation, the last one the agent on the goal."""
+    pytest.importorskip("PIL", reason='videos need the render extra: pip install -e ".[render]"')
+    from filming import film, picture, state_at
+
+    env, params = envs.make("navix/Navix-Empty-5x5-v0")
+    adapter = env.unwrapped
+    result, frames = film(env, params, TO_GOAL_5X5)
+    (ep,) = result.episodes
+    assert list(result.lengths) == [5] and len(frames) == 6 and ep.end == "terminated"
+    assert float(ep.reward[-1]) == 1.0
+    first, last = state_at(ep, 0), state_at(ep, 5)
+    assert int(last.step_type) == 2  # navix's termination: the goal reached
+    image = adapter.render(last, params)
+    assert image.shape == (160, 160, 3) and image.dtype == np.uint8  # 5x5 tiles of 32 pixels
+    assert np.array_equal(picture(frames[-1], 160), image)
+    assert np.array_equal(picture(frames[0], 160), adapter.render(first, params))
+    assert not np.array_equal(image, adapter.render(first, params))  # the agent moved
+    assert adapter.action_names(params)[:3] == ["rotate_ccw", "rotate_cw", "forward"]

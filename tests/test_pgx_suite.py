@@ -211,3 +211,44 @@ def test_impala_learns_tic_tac_toe_against_the_random_opponent(tmp_path):
     returns = [r["mean_return"] for r in result.records if r["mean_return"] is not None]
     assert len(returns) >= 5 and all(np.isfinite(returns))
     assert returns[-1] > 0.3 and returns[-1] > returns[0] + 0.2, returns
+
+
+def test_video_frames_are_pgxs_minatar_pictures_ending_on_the_miss():
+    """Breakout filmed with the paddle still: Pgx's MinAtar colours, one frame per step after
+    the start, the last one the missed ball's terminal state."""
+    pytest.importorskip("PIL", reason='videos need the render extra: pip install -e ".[render]"')
+    from filming import film, picture, state_at
+
+    env, params = envs.make("pgx/minatar-breakout", sticky_action_prob=0.0)
+    adapter = env.unwrapped
+    result, frames = film(env, params, [NOOP], max_steps=200)
+    (ep,) = result.episodes
+    n = int(result.lengths[0])
+    assert ep.end == "terminated" and len(frames) == n + 1
+    last = state_at(ep, n)
+    assert bool(last.game.terminated)
+    image = adapter.render(last, params)
+    assert image.shape == (320, 320, 3) and image.dtype == np.uint8  # 10x10 cells of 32 pixels
+    assert np.array_equal(picture(frames[-1], 320), image)
+    assert not np.array_equal(image, adapter.render(state_at(ep, 0), params))
+    assert adapter.action_names(params) == ["noop", "left", "right"]
+
+
+def test_video_frames_of_board_games_are_pgxs_svg_pictures():
+    """Tic-tac-toe's frames are Pgx's SVG board in pixels (with cairosvg); playing the centre
+    twice is illegal, so the episode ends on the second move."""
+    pytest.importorskip("PIL", reason='videos need the render extra: pip install -e ".[render]"')
+    pytest.importorskip("cairosvg", reason="Pgx's board pictures need cairosvg")
+    from filming import film, picture, state_at
+
+    env, params = envs.make("pgx/tic_tac_toe")
+    adapter = env.unwrapped
+    centre = 4
+    result, frames = film(env, params, [centre], seed=1)
+    (ep,) = result.episodes
+    assert ep.end == "terminated" and len(frames) == int(result.lengths[0]) + 1
+    image = adapter.render(state_at(ep, len(frames) - 1), params)
+    assert image.shape == (240, 240, 3) and image.dtype == np.uint8
+    assert np.array_equal(picture(frames[-1], 240), image)
+    assert not np.array_equal(image, adapter.render(state_at(ep, 0), params))
+    assert adapter.action_names(params) is None

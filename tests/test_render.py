@@ -1,5 +1,6 @@
 """Videos of a policy: `anakin render` from a checkpoint (gymnax's own pictures, and the generic
-picture of the observation), `--render-every` while training, and the command's errors."""
+picture of the observation), each step's frame showing its action's outcome, actions by name,
+`--render-every` while training, and the command's errors."""
 
 import dataclasses
 import importlib.util
@@ -15,6 +16,7 @@ pytest.importorskip("imageio", reason='videos need the render extra: pip install
 pytest.importorskip("pygame", reason='videos need the render extra: pip install -e ".[render]"')
 
 from anakin.algorithms import impala  # noqa: E402
+from filming import CAPTION, film, picture, state_at  # noqa: E402
 
 from anakin import (  # noqa: E402
     cli,
@@ -26,8 +28,6 @@ from anakin import (  # noqa: E402
 )
 from anakin.config import EvalConfig, RenderConfig, TrainConfig  # noqa: E402
 from anakin.types import Layout  # noqa: E402
-
-CAPTION = 28  # pixels of the caption strip above each picture (two lines)
 
 
 def gif_frames(path) -> list[np.ndarray]:
@@ -61,9 +61,9 @@ def test_cartpole_video_from_a_checkpoint_uses_gymnax_pictures(cartpole_run, tmp
     out = tmp_path / "agent.gif"
     result = policy.render_checkpoint(cartpole_run, out, episodes=2, max_steps=40, fps=20)
     frames = gif_frames(out)
-    # One frame per step of each episode, episodes one after another.
+    # Each episode's first state, then one frame per step, episodes one after another.
     assert len(result["lengths"]) == 2 and all(1 <= n <= 40 for n in result["lengths"])
-    assert len(frames) == result["frames"] == sum(result["lengths"])
+    assert len(frames) == result["frames"] == sum(result["lengths"]) + 2
     assert result["bytes"] == out.stat().st_size > 0 and result["step"] == 128
     # gymnax's picture of CartPole (Gymnasium's 600x400 classic-control drawing) under a caption.
     assert frames[0].shape == (400 + CAPTION, 600, 3)
@@ -94,7 +94,7 @@ def test_mp4_needs_imageio_ffmpeg(cartpole_run, tmp_path, monkeypatch):
 
         result = policy.render_checkpoint(cartpole_run, out, max_steps=10)
         frames = iio.imread(out, plugin="FFMPEG", index=None)
-        assert frames.shape == (result["frames"], 432, 608, 3)  # 418x600, padded to 16s
+        assert frames.shape == (result["frames"], 448, 608, 3)  # 440x600, padded to 16s
         out.unlink()
     real = importlib.util.find_spec
     monkeypatch.setattr(
@@ -121,7 +121,7 @@ def test_environment_without_a_picture_gets_a_bar_plot_of_its_observation(tmp_pa
         jax.random.PRNGKey(1),
     )
     frames = list(result.frames)
-    assert len(frames) == int(result.lengths.sum()) > 2
+    assert len(frames) == int(result.lengths.sum()) + 2 > 4
     assert frames[0].shape == (320 + CAPTION, 400, 3)  # the 5x4 inch plot at 80 dpi
     out = tmp_path / "chain.gif"
     assert video.write_video(out, iter(frames), fps=10) == (len(frames), out.stat().st_size)
@@ -137,14 +137,86 @@ def test_image_observations_are_drawn_as_images():
 
     rng = np.random.default_rng(0)
     steps = video.EpisodeSteps(
-        state=np.zeros(3),
-        obs=(rng.random((3, 10, 10, 4)) > 0.7).astype(np.float32),  # MinAtar-like channels
+        state=np.zeros(4),
+        obs=(rng.random((4, 10, 10, 4)) > 0.7).astype(np.float32),  # MinAtar-like channels
         action=np.array([0, 2, 1]),
         reward=np.array([0.0, 1.0, 0.0], np.float32),
     )
     frames = list(video.draw_episodes(NoPicture(), None, [steps], "img"))
-    assert len(frames) == 3 and frames[0].shape == (320 + CAPTION, 400, 3)
+    assert len(frames) == 4 and frames[0].shape == (320 + CAPTION, 400, 3)
     assert not np.array_equal(frames[0], frames[1])
+
+
+class Counter:
+    """An adapter whose picture of state s is an 8x8 image of grey level 10 * s, with names."""
+
+    def render(self, state, params):
+        return np.full((8, 8, 3), 10 * int(state), np.uint8)
+
+    def action_names(self, params):
+        return ["down", "up"]
+
+
+def test_each_frame_is_the_state_its_action_reached_under_its_caption():
+    ep = video.EpisodeSteps(
+        state=np.array([0, 1, 2, 3]),  # s_0, then the state after each of the 3 actions
+        obs=np.zeros((4, 1)),
+        action=np.array([1, 1, 0]),
+        reward=np.array([0.0, 0.5, 1.0], np.float32),
+        end="terminated",
+    )
+    frames = list(video.draw_episodes(Counter(), None, [ep, ep._replace(end="")], "count"))
+    assert len(frames) == 8 and {f.shape for f in frames} == {(8 + CAPTION, 360, 3)}
+    for k, frame in enumerate(frames[:4]):
+        assert (picture(frame, 8) == 10 * k).all()  # frame k: the state after action k - 1
+    captions = [f[:CAPTION].tobytes() for f in frames]
+    assert len(set(captions)) == 8  # step, action, reward, return, ending, episode all differ
+
+
+def test_actions_are_named_where_the_environment_names_them():
+    assert video.action_text(np.int32(1), ["left", "right"]) == "right (1)"
+    assert video.action_text(np.int32(2), None) == "2"
+    assert video.action_text(np.float32(0.25)) == "0.25"
+    assert video.action_text(np.arange(8, dtype=np.float32)) == (
+        "[0.00 1.00 2.00 3.00 4.00 5.00 ...]"
+    )
+    names = {
+        n: envs.make(n)[0].unwrapped.action_names(envs.make(n)[1])
+        for n in ("CartPole-v1", "Catch-bsuite", "Breakout-MinAtar", "Seaquest-MinAtar")
+    }
+    assert names["CartPole-v1"] == ["left", "right"]
+    assert names["Catch-bsuite"] == ["left", "stay", "right"]
+    assert names["Breakout-MinAtar"] == ["noop", "left", "right"]  # its minimal action set
+    assert names["Seaquest-MinAtar"] == ["noop", "left", "up", "right", "down", "fire"]
+    for unnamed in ("DeepSea-bsuite", "Pendulum-v1", "SimpleBandit-bsuite"):
+        env, params = envs.make(unnamed)
+        assert env.unwrapped.action_names(params) is None
+
+
+def test_catch_frames_show_each_actions_outcome_and_the_last_the_catch_or_miss():
+    env, params = envs.make("Catch-bsuite")
+    adapter = env.unwrapped
+    stay = 1  # the paddle stays in the middle column; the ball falls in a random one
+    result, frames = film(env, params, [stay], episodes=8, max_steps=20, seed=3)
+    assert list(result.lengths) == [9] * 8  # the ball falls 9 rows
+    assert len(frames) == 8 * 10
+    rewards = []
+    for i, ep in enumerate(result.episodes):
+        assert ep.end == "terminated" and float(ep.reward.sum()) == result.returns[i]
+        for k in range(9):  # each recorded state is the one its action reached
+            _, reached, *_ = adapter.step_env(
+                jax.random.PRNGKey(0), state_at(ep, k), int(ep.action[k]), params
+            )
+            assert all(jax.tree.leaves(jax.tree.map(np.array_equal, reached, state_at(ep, k + 1))))
+        end = state_at(ep, 9)
+        assert int(end.ball_y) == 9  # the last state: the ball in the paddle's row
+        caught = int(end.ball_x) == int(end.paddle_x)
+        assert float(ep.reward[-1]) == (1.0 if caught else -1.0)
+        rewards.append(float(ep.reward[-1]))
+        last = picture(frames[10 * i + 9], 320)
+        assert np.array_equal(last, adapter.render(end, params))
+        assert not np.array_equal(last, picture(frames[10 * i + 8], 320))
+    assert 1.0 in rewards and -1.0 in rewards  # a catch and a miss, both drawn
 
 
 def test_render_every_writes_videos_while_training(tmp_path):
@@ -157,7 +229,7 @@ def test_render_every_writes_videos_while_training(tmp_path):
     records = logger.read_metrics(result.run_dir)
     assert [r.get("video") for r in records] == ["videos/step_64.gif", "videos/step_128.gif"]
     frames = gif_frames(result.run_dir / "videos" / "step_64.gif")
-    assert 1 <= len(frames) <= 20
+    assert 2 <= len(frames) <= 21
     assert result.summary["render_time"] > 0
 
 

@@ -193,3 +193,25 @@ def test_impala_learns_empty_6x6(tmp_path):
     returns = [r["mean_return"] for r in result.records if r["mean_return"] is not None]
     assert returns and all(np.isfinite(returns))
     assert result.summary["eval_mean_return"] > OPTIMAL_6X6 - 0.05, returns
+
+
+def test_video_frames_are_xminigrids_pictures_ending_on_the_goal():
+    """A filmed episode along the shortest path: 8 frames (the start, then each step) drawn by
+    xminigrid's own renderer, the last one the agent on the goal."""
+    pytest.importorskip("PIL", reason='videos need the render extra: pip install -e ".[render]"')
+    from filming import film, picture, state_at
+
+    env, params = envs.make("xminigrid/MiniGrid-Empty-6x6")
+    adapter = env.unwrapped
+    result, frames = film(env, params, TO_GOAL_6X6)
+    (ep,) = result.episodes
+    assert list(result.lengths) == [7] and len(frames) == 8 and ep.end == "terminated"
+    assert float(ep.reward[-1]) == pytest.approx(OPTIMAL_6X6)
+    last = state_at(ep, 7)
+    assert tuple(int(i) for i in last.state.agent.position) == (4, 4)  # on the goal
+    image = adapter.render(last, params)
+    assert image.shape == (192, 192, 3) and image.dtype == np.uint8  # 6x6 tiles of 32 pixels
+    assert np.array_equal(picture(frames[-1], 192), image)
+    assert not np.array_equal(picture(frames[-1], 192), picture(frames[-2], 192))
+    assert adapter.action_names(params) == list(xminigrid_suite.ACTIONS)
+    assert adapter.action_names(params)[:3] == ["forward", "turn right", "turn left"]
