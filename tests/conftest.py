@@ -39,3 +39,12 @@ def _four_devices():
         f"tests expect {NUM_DEVICES} forced CPU devices, got {jax.devices()}; is XLA_FLAGS "
         "overriding --xla_force_host_platform_device_count?"
     )
+
+
+@pytest.fixture(scope="session")
+def cartpole_dataset(tmp_path_factory) -> str:
+    """A small CartPole dataset for offline algorithms (presets.record_cartpole_dataset), made
+    once per test process."""
+    import presets
+
+    return presets.record_cartpole_dataset(tmp_path_factory.mktemp("cartpole-dataset"))

@@ -1,5 +1,5 @@
 """DQN: the n-step double-Q loss by hand and against rlax, truncation, target updates, masks,
-config errors, resume and learning CartPole."""
+config errors and learning CartPole."""
 
 import dataclasses
 
@@ -14,7 +14,7 @@ from anakin.algorithms.networks import Network, NetworkConfig
 
 from anakin import devices as dev
 from anakin import envs, runner
-from anakin.config import CheckpointConfig, EvalConfig, TrainConfig, check_fields
+from anakin.config import EvalConfig, TrainConfig, check_fields
 from anakin.types import Layout, Transition
 
 
@@ -217,8 +217,8 @@ def tiny_train_config(tmp_path, **changes):
 
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory):
-    """The tiny preset's program on 4 devices, one update per call: compiled once, for the
-    target-network test and the three runs of the resume test."""
+    """The tiny preset's program on 4 devices, one update per call, for the target-network
+    test."""
     cfg = tiny_train_config(tmp_path_factory.mktemp("dqn"), eval=EvalConfig(episodes=0))
     return cfg, runner.setup("dqn", cfg)
 
@@ -375,30 +375,6 @@ def test_masked_actions_are_never_taken(tmp_path):
     assert any(r["learning"] == 1.0 for r in result.records)
     assert all(r["mean_return"] in (None, 0.0) for r in result.records)
     assert result.summary["eval_max_return"] == 0.0
-
-
-def test_interrupted_and_resumed_equals_uninterrupted(prepared, tmp_path):
-    full, prepared = prepared
-    per_call = prepared.steps_per_call
-    full = dataclasses.replace(
-        full,
-        out=str(tmp_path),
-        run_name="full",
-        checkpoint=CheckpointConfig(every_env_steps=2 * per_call),
-        arch=dataclasses.replace(full.arch, total_env_steps=6 * per_call),
-    )
-    reference = runner.train("dqn", full, prepared)
-    half = dataclasses.replace(
-        full, run_name="half", arch=dataclasses.replace(full.arch, total_env_steps=3 * per_call)
-    )
-    first = runner.train("dqn", half, prepared)
-    assert first.summary["last_checkpoint"] == 3 * per_call
-    resumed = runner.train("dqn", full, prepared, resume=runner.Resume(first.run_dir))
-    assert resumed.summary["resumed_from"] == 3 * per_call
-    assert int(dev.unreplicate(resumed.state.learner.sgd_steps)) > 0
-    for part in ("learner", "env_state", "env_keys"):
-        assert _equal(getattr(resumed.state, part), getattr(reference.state, part)), part
-    assert [r["loss"] for r in resumed.records] == [r["loss"] for r in reference.records[3:]]
 
 
 def test_dqn_learns_cartpole(tmp_path):

@@ -79,15 +79,10 @@ def test_a_sweep_applies_each_value_to_its_own_run_only(tmp_path):
         assert_close(params_of_run(together.state, r), single_params(alone.state))
 
 
-def test_bc_seeds_and_sweeps_share_one_dataset(tmp_path):
-    expert = runner.train(
-        "impala", tiny(impala, out=str(tmp_path), run_name="expert", checkpoint=CheckpointConfig())
-    )
-    data = tmp_path / "demo.npz"
-    runner.collect(expert.run_dir, data, episodes=8, max_steps=50)
+def test_bc_seeds_and_sweeps_share_one_dataset(tmp_path, cartpole_dataset):
     cfg = tiny(
         bc,
-        dataset=str(data),
+        dataset=cartpole_dataset,
         num_seeds=2,
         sweep=("algo.learning_rate=0.001,0.01",),
         out=str(tmp_path),
