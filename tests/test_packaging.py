@@ -20,35 +20,30 @@ print("ok", env.unwrapped.__class__.__module__)
 """
 
 
-def test_a_users_envs_and_algorithms_modules_do_not_shadow_anakins(tmp_path):
-    (tmp_path / "envs.py").write_text("raise ImportError('the user envs.py was imported')\n")
-    (tmp_path / "algorithms.py").write_text("raise ImportError('the user algorithms.py')\n")
+def import_anakin_in(cwd) -> list[str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     proc = subprocess.run(
         [sys.executable, "-c", CODE],
-        cwd=tmp_path,
+        cwd=cwd,
         env={**env, "JAX_PLATFORMS": "cpu", "ANAKIN_COMPILE_CACHE": "0"},
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.split() == ["ok", "anakin.envs.gymnax_suite"]
+    return proc.stdout.split()
+
+
+def test_a_users_envs_and_algorithms_modules_do_not_shadow_anakins(tmp_path):
+    (tmp_path / "envs.py").write_text("raise ImportError('the user envs.py was imported')\n")
+    (tmp_path / "algorithms.py").write_text("raise ImportError('the user algorithms.py')\n")
+    assert import_anakin_in(tmp_path) == ["ok", "anakin.envs.gymnax_suite"]
 
 
 def test_a_users_envs_folder_does_not_shadow_anakins(tmp_path):
     (tmp_path / "envs").mkdir()
     (tmp_path / "envs" / "__init__.py").write_text("raise ImportError('the user envs/')\n")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.run(
-        [sys.executable, "-c", CODE],
-        cwd=tmp_path,
-        env={**env, "JAX_PLATFORMS": "cpu", "ANAKIN_COMPILE_CACHE": "0"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert import_anakin_in(tmp_path) == ["ok", "anakin.envs.gymnax_suite"]
 
 
 def test_every_source_folder_installs_under_the_anakin_root():
