@@ -276,6 +276,7 @@ def cartpole_data():
     return train_set, held_out, spec
 
 
+@pytest.mark.slow
 def test_bc_clones_a_scripted_cartpole_controller(cartpole_data):
     train_set, held_out, spec = cartpole_data
     assert train_set.num_steps == 16 * 256 and train_set.meta["episodes"] > 16
@@ -314,6 +315,7 @@ def pendulum_data():
     return train_set, held_out, spec
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "loss,tanh_squash", [("mse", True), ("logp", False)], ids=["mse-tanh", "logp-gaussian"]
 )

@@ -124,6 +124,7 @@ def test_backend_is_a_constructor_keyword():
         envs.check_name("brax/inverted_pendulm")
 
 
+@pytest.mark.slow
 def test_ppo_learns_to_balance_the_pendulum(tmp_path):
     """25k steps of PPO (seconds of training after compiling): the pole stays up far longer
     than under random actions (about 6 steps)."""

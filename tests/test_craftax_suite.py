@@ -86,6 +86,7 @@ def test_names_spec_and_bad_arguments():
         envs.make(NAME, no_such_field=3)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(1200)
 def test_pooled_batch_step_hand_driven():
     """Two seeds of six environments stepped by hand through the pooled stack (vmapped over
@@ -210,6 +211,7 @@ def test_pooled_batch_step_hand_driven():
     assert seen["truncated"] >= 10 and seen["reused"] >= 1
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(1200)
 def test_tiny_training_run_with_pooled_resets_over_two_seeds(tmp_path):
     """IMPALA's tiny preset, two seeds vmapped in one program, episodes of 5 steps so that

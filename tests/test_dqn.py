@@ -377,6 +377,7 @@ def test_masked_actions_are_never_taken(tmp_path):
     assert result.summary["eval_max_return"] == 0.0
 
 
+@pytest.mark.slow
 def test_dqn_learns_cartpole(tmp_path):
     cfg, arch = PRESETS["default"]
     result = runner.train(

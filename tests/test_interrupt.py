@@ -102,7 +102,7 @@ def test_wall_clock_checkpoints_bound_lost_work(tmp_path):
 
 def test_a_second_interrupt_aborts_at_once_and_keeps_the_last_checkpoint(tmp_path):
     # Long program calls (a few seconds each), so both signals land within one call.
-    args = train_args(tmp_path, "run") + ["--arch.updates-per-call", "30000"]  # ~2M steps
+    args = train_args(tmp_path, "run") + ["--arch.updates-per-call", "6000"]  # ~400k steps
     args[args.index("--arch.total-env-steps") + 1] = str(20_000_000)
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     metrics = tmp_path / "run" / "metrics.jsonl"

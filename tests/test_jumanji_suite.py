@@ -244,6 +244,7 @@ if MASKED not in envs.registry._OWN:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("algo", ["impala", "r2d2"])
 def test_masked_actions_are_never_taken(algo, tmp_path):
@@ -287,6 +288,7 @@ def test_masked_actions_are_never_taken(algo, tmp_path):
     assert np.all(episodes.result.finished) and np.all(episodes.result.returns == 0.0)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_tiny_impala_run_on_snake_gives_finite_metrics(tmp_path):
     """Seconds of training cannot show learning on Snake (see the README for a real run); this

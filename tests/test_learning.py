@@ -9,6 +9,8 @@ from anakin.algorithms.networks import NetworkConfig
 from anakin import algorithms, runner
 from anakin.config import ArchConfig, EvalConfig, TrainConfig
 
+pytestmark = pytest.mark.slow  # every test here trains to a stated return
+
 
 @pytest.mark.parametrize("lstm_size", [0, 32], ids=["feed-forward", "lstm"])
 def test_impala_learns_catch(lstm_size, tmp_path):

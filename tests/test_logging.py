@@ -69,7 +69,7 @@ def test_tensorboard_events_and_plot(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert png.stat().st_size > 10_000
-    assert "| tb | 2 |" in proc.stdout  # both seeds grouped as one setting
+    assert "| impala CartPole-v1 | 2 |" in proc.stdout  # both seeds grouped as one setting
 
 
 RECORD = {"env_steps": 1_234_567, "sps": 1_054_321.0, "mean_return": -1234.5, "episodes": 12}

@@ -25,9 +25,9 @@ def free_port() -> int:
 
 def test_two_processes_match_one_process_with_four_devices(tmp_path):
     port = free_port()
-    env = dict(
-        os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", ANAKIN_COMPILE_CACHE="0"
-    )
+    # Two devices per process; conftest's other flags stay.
+    flags = os.environ["XLA_FLAGS"].replace("device_count=4", "device_count=2")
+    env = dict(os.environ, XLA_FLAGS=flags, ANAKIN_COMPILE_CACHE="0")
     cmd = [
         sys.executable,
         "-m",

@@ -139,6 +139,7 @@ def test_random_episodes_follow_the_contract(name, observation):
     assert ends >= 2
 
 
+@pytest.mark.slow
 def test_impala_learns_empty_5x5(tmp_path):
     """Seconds of IMPALA with the default settings: after 65k steps the greedy policy reaches
     the goal (return 1; a random policy's is 0.41 within navix's 100 steps) on a short

@@ -188,6 +188,7 @@ def test_unknown_game_names_the_choices():
         envs.check_name("pgx/tic-tac-toe")
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_impala_learns_tic_tac_toe_against_the_random_opponent(tmp_path):
     """30k steps of IMPALA (about a second of training after compiling): finite metrics and a

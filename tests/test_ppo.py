@@ -331,10 +331,12 @@ def _learn(tmp_path, env, preset, stop_return, total_env_steps):
     assert runner.params_divergence(result.state) == 0.0
 
 
+@pytest.mark.slow
 def test_ppo_learns_cartpole(tmp_path):
     _learn(tmp_path, "CartPole-v1", "default", 475.0, 400_000)
 
 
+@pytest.mark.slow
 def test_ppo_learns_pendulum(tmp_path):
     # A random policy scores about -1200 per episode.
     _learn(tmp_path, "Pendulum-v1", "pendulum", -300.0, 500_000)

@@ -388,6 +388,7 @@ def test_replay_memory_is_reported(tmp_path):
     assert result.summary["state_bytes"] > result.summary["replay_bytes"]
 
 
+@pytest.mark.slow
 def test_r2d2_learns_catch(tmp_path):
     cfg = TrainConfig(
         algo=dataclasses.replace(

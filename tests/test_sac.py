@@ -398,6 +398,7 @@ def pendulum_expert(tmp_path_factory):
     return run
 
 
+@pytest.mark.slow
 def test_sac_learns_pendulum(pendulum_expert):
     summary = pendulum_expert.summary
     # A random policy scores about -1200.
@@ -405,6 +406,7 @@ def test_sac_learns_pendulum(pendulum_expert):
     assert summary["final_mean_return"] > -300 and summary["eval_mean_return"] > -400, summary
 
 
+@pytest.mark.slow
 def test_bc_clones_the_sac_expert(pendulum_expert, tmp_path):
     path = tmp_path / "sac.npz"
     runner.collect(pendulum_expert.run_dir, path, episodes=16)

@@ -172,6 +172,7 @@ def test_benchmark_errors_are_one_line(monkeypatch):
         envs.make("xminigrid/MiniGrid-Empty-6x6", benchmark="trivial-21k")
 
 
+@pytest.mark.slow
 def test_impala_learns_empty_6x6(tmp_path):
     """Seconds of IMPALA with the default settings: after 65k steps the greedy policy's return
     is within 0.05 of the shortest path's 0.956 (a random policy's is 0.17)."""
