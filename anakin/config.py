@@ -40,7 +40,11 @@ class ArchConfig:
 
     Attributes:
       num_envs: environments over all devices together (each device steps
-        num_envs / num_devices of them).
+        num_envs / num_devices of them). A preset's count that does not fit the devices found
+        (say 32 environments in 8 minibatches on 8 devices) is raised to the next count that
+        does, with a notice; a count you set is kept, or refused by name.
+      envs_per_device: environments per device, in place of num_envs (0: num_envs is the
+        total), so that one command fills however many devices it finds.
       rollout_length: environment steps per environment between two learner updates.
       updates_per_call: learner updates inside one compiled program call (the outer scan); the
         host logs once per call.
@@ -56,6 +60,7 @@ class ArchConfig:
     """
 
     num_envs: int = 64
+    envs_per_device: int = 0
     rollout_length: int = 16
     updates_per_call: int = 32
     total_env_steps: int = resumable(1_000_000)
@@ -66,6 +71,12 @@ class ArchConfig:
     def validate(self, num_devices: int) -> None:
         """Raises ValueError naming the numbers that do not work together (each field's own
         range is `check_fields`')."""
+        if self.envs_per_device and self.num_envs != self.envs_per_device * num_devices:
+            raise ValueError(
+                f"arch.envs_per_device={self.envs_per_device} on {num_devices} devices means "
+                f"arch.num_envs={self.envs_per_device * num_devices}, but it is {self.num_envs}: "
+                "set one of the two"
+            )
         if self.num_envs % num_devices:
             lo = self.num_envs - self.num_envs % num_devices
             raise ValueError(
@@ -301,6 +312,7 @@ FIELDS: dict[str, Range | Count] = {
     # TrainConfig and its groups
     "num_seeds": _ONE_UP,
     "arch.num_envs": _ONE_UP,
+    "arch.envs_per_device": Count(0, note=" (0: arch.num_envs is the total)"),
     "arch.rollout_length": _ONE_UP,
     "arch.updates_per_call": _ONE_UP,
     "arch.total_env_steps": Count(1, None),

@@ -124,11 +124,28 @@ def resolve(algo: str, *, force: bool = False, **request: Any) -> Launch:
                 )
             raise e from None
     runner.check_reporting(cfg)
-    prepared = setup.setup(algo, cfg)
+    prepared = setup.fit_to_devices(algo, cfg, explicit_settings(request))
     if saved is not None:
         check_same_devices(Path(resume), prepared, force)
     at = Resume(Path(resume), request.get("resume_step")) if resume is not None else None
-    return Launch(algo, cfg, prepared, at)
+    return Launch(algo, prepared.cfg, prepared, at)
+
+
+def explicit_settings(request: Mapping[str, Any]) -> frozenset[str] | None:
+    """The dotted names a request sets itself (flags and settings), which the fitting to the
+    devices never changes; None when every value is the user's (a whole config, or a resumed
+    run's saved one)."""
+    if request.get("resume") is not None or request.get("config") is not None:
+        return None
+    names = set(request.get("settings") or {})
+    for arg in expand_aliases(request.get("flags") or ()):
+        if arg.startswith("--"):
+            name = arg[2:].partition("=")[0].replace("-", "_")
+            names.add(name)
+            head, _, last = name.rpartition(".")
+            if last.startswith("no_"):  # --x.no-flag
+                names.add(f"{head}.{last[3:]}" if head else last[3:])
+    return frozenset(names)
 
 
 def run(launch: Launch) -> Any:

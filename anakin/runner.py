@@ -548,6 +548,8 @@ def _train(
         + (f" (replay {format_bytes(memory['replay_bytes'])})" if "replay_bytes" in memory else "")
         + (f"; resuming from env step {opened.last_good:,}" if resume else "")
     )
+    for note in s.notes:
+        reporter.progress.message(note)
     if opened.forced:
         reporter.progress.message(
             f"--force changed {', '.join(opened.forced)}: the previous config is kept in "

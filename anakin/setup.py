@@ -38,6 +38,7 @@ class Setup(NamedTuple):
     steps_per_call: int  # env steps per program call (offline: dataset samples)
     dataset_meta: dict[str, Any] | None  # offline algorithms: the dataset's meta
     runs: runs_lib.Runs | None  # several runs in one program (seeds, sweeps), else None
+    notes: tuple[str, ...] = ()  # what `fit_to_devices` changed, for the start-up lines
 
     def num_calls(self, total_steps: int) -> int:
         return max(1, math.ceil(total_steps / self.steps_per_call))
@@ -180,6 +181,125 @@ def setup(algo_name: str, cfg: TrainConfig) -> Setup:
         dataset_meta=dataset_meta,
         runs=runs,
     )
+
+
+# Counts a preset sizes for a device count it cannot know: `fit_to_devices` may change these,
+# never what a user set.
+FITTED = (
+    "arch.num_envs",
+    "eval.episodes",
+    "algo.batch_size",
+    "algo.replay_capacity",
+    "algo.min_replay_size",
+)
+# How far past the preset's environments per device `fit_to_devices` looks for a count that
+# every rule accepts (a minibatch count of 8 needs at most 8 more).
+_MAX_EXTRA_PER_DEVICE = 64
+
+
+def fit_to_devices(algo_name: str, cfg: TrainConfig, explicit: frozenset[str] | None) -> Setup:
+    """`setup(cfg)`, with the counts a preset chose (not in `explicit`, dotted names the user
+    set; None: all of them) fitted to the devices found: `arch.envs_per_device` becomes
+    `arch.num_envs`, and a config that does not fit is retried with the smallest number of
+    environments per device, at or above the preset's, for which it does, with `eval.episodes`
+    and the replay's `batch_size` rounded up to a multiple of the devices and its capacity to
+    one of the environments. The returned Setup's `cfg` is what trains and is recorded; its
+    `notes` say what changed. A config that fits nowhere raises the error of the config as
+    given, so a user's own value is refused by name as before."""
+    if explicit is None:
+        return setup(algo_name, cfg)
+    check_fields(cfg)
+    arch = cfg.arch
+    num_devices = len(dev.select(arch.num_devices))
+    notes = []
+    if arch.envs_per_device:
+        if "arch.num_envs" in explicit:
+            raise ValueError(
+                f"arch.num_envs={arch.num_envs} and arch.envs_per_device="
+                f"{arch.envs_per_device} both set the environment count; give one"
+            )
+        num_envs = arch.envs_per_device * num_devices
+        cfg = dataclasses.replace(cfg, arch=dataclasses.replace(arch, num_envs=num_envs))
+        explicit = explicit | {"arch.num_envs"}
+    try:
+        return setup(algo_name, cfg)
+    except ValueError as as_given:
+        first = as_given
+    start = math.ceil(cfg.arch.num_envs / num_devices)
+    per_device = (
+        [cfg.arch.num_envs // num_devices]
+        if "arch.num_envs" in explicit
+        else range(start, start + _MAX_EXTRA_PER_DEVICE + 1)
+    )
+    candidates = (
+        _fitted(cfg, p * num_devices, num_devices, explicit, keep_slots)
+        for p in per_device
+        for keep_slots in (False, True)
+    )
+    for fitted in candidates:
+        if fitted == cfg:
+            continue
+        try:
+            prepared = setup(algo_name, fitted)
+        except ValueError:
+            continue
+        changed = [
+            f"{name} {_get(cfg, name)} -> {_get(fitted, name)}"
+            for name in FITTED
+            if _get(cfg, name) != _get(fitted, name)
+        ]
+        notes.append(
+            f"fitted to {num_devices} devices: {', '.join(changed)} (set them to choose; "
+            'docs/usage.md, "Devices")'
+        )
+        return prepared._replace(notes=tuple(notes))
+    raise first
+
+
+def _get(cfg: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        cfg = getattr(cfg, part, None)
+    return cfg
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def _fitted(
+    cfg: TrainConfig,
+    num_envs: int,
+    num_devices: int,
+    explicit: frozenset[str],
+    keep_slots: bool,
+) -> Any:
+    """`cfg` with `num_envs` environments and the other FITTED counts the user did not set
+    rounded to what `num_devices` devices and `num_envs` environments need; with `keep_slots`
+    the replay grows with the environments, so each one's ring keeps the preset's length."""
+    arch = (
+        cfg.arch
+        if "arch.num_envs" in explicit
+        else dataclasses.replace(cfg.arch, num_envs=num_envs)
+    )
+    ev = cfg.eval
+    if "eval.episodes" not in explicit and ev.episodes:
+        ev = dataclasses.replace(ev, episodes=_round_up(ev.episodes, num_devices))
+    algo = cfg.algo
+    change: dict[str, int] = {}
+    batch = getattr(algo, "batch_size", None)
+    if isinstance(batch, int) and "algo.batch_size" not in explicit:
+        batch = change["batch_size"] = _round_up(batch, num_devices)
+    capacity = getattr(algo, "replay_capacity", None)
+    if isinstance(capacity, int) and "algo.replay_capacity" not in explicit:
+        if keep_slots:
+            capacity = max(capacity, capacity // cfg.arch.num_envs * arch.num_envs)
+        change["replay_capacity"] = _round_up(capacity, arch.num_envs)
+    least = getattr(algo, "min_replay_size", None)
+    if isinstance(least, int) and isinstance(batch, int) and "algo.min_replay_size" not in explicit:
+        change["min_replay_size"] = max(least, batch)
+    if change:
+        algo = dataclasses.replace(algo, **change)
+    return dataclasses.replace(cfg, arch=arch, eval=ev, algo=algo)
 
 
 def _nbytes(tree: Any) -> int:

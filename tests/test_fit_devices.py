@@ -1,0 +1,152 @@
+"""Every preset of every algorithm runs on any device count: counts a preset chose are fitted to
+the devices found (setup.fit_to_devices), counts a user set are kept or refused by name."""
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from anakin import algorithms, launch
+
+ONLINE = ["impala", "ppo", "dqn", "r2d2", "sac"]
+ENV = {"sac": "Pendulum-v1"}
+
+# Resolves (checks and builds, compiles nothing) every preset on the process's devices and
+# prints one line per preset: the fitted counts, or the error.
+RESOLVE_ALL = textwrap.dedent(
+    """
+    import json
+    from anakin import algorithms, launch
+    for algo in {online!r}:
+        for preset in algorithms.get(algo).presets:
+            flags = ["--env", {env!r}[algo]] if algo in {env!r} else []
+            try:
+                cfg = launch.resolve(algo, preset=preset, flags=flags).cfg
+                line = dict(algo=algo, preset=preset, num_envs=cfg.arch.num_envs,
+                            episodes=cfg.eval.episodes,
+                            batch=getattr(cfg.algo, "batch_size", None))
+            except ValueError as e:
+                line = dict(algo=algo, preset=preset, error=str(e))
+            print(json.dumps(line))
+    """
+).format(online=ONLINE, env=ENV)
+
+
+def _flags_with(devices: int) -> str:
+    flags = os.environ["XLA_FLAGS"].split()
+    flags = [f for f in flags if "device_count" not in f]
+    return " ".join([*flags, f"--xla_force_host_platform_device_count={devices}"])
+
+
+def test_every_preset_resolves_on_one_to_four_devices():
+    for devices in (1, 2, 3, 4):
+        for algo in ONLINE:
+            for preset in algorithms.get(algo).presets:
+                flags = ["--arch.num-devices", str(devices)]
+                cfg = launch.resolve(
+                    algo, preset=preset, flags=flags + (["--env", ENV[algo]] if algo in ENV else [])
+                ).cfg
+                assert cfg.arch.num_envs % devices == 0 and cfg.eval.episodes % devices == 0
+
+
+@pytest.mark.parametrize("devices", [8, 16])  # a TPU host or an 8-GPU node, and more
+def test_every_preset_resolves_on_many_devices(devices):
+    proc = subprocess.run(
+        [sys.executable, "-c", RESOLVE_ALL],
+        env={**os.environ, "XLA_FLAGS": _flags_with(devices), "ANAKIN_COMPILE_CACHE": "0"},
+        capture_output=True,
+        text=True,
+        timeout=110,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert len(lines) == sum(len(algorithms.get(a).presets) for a in ONLINE)
+    for line in lines:
+        assert "error" not in line, line
+        assert line["num_envs"] % devices == 0 and line["episodes"] % devices == 0, line
+        assert line["batch"] is None or line["batch"] % devices == 0, line
+
+
+def test_a_preset_is_fitted_with_a_notice_and_only_upwards():
+    prepared = launch.resolve("impala", flags=["--arch.num-devices", "3"]).setup
+    cfg, preset = prepared.cfg, launch.preset_config("impala", "default")
+    # 32 environments in 8 minibatches: 3 devices need 8 per device, 48 in all.
+    assert (preset.arch.num_envs, cfg.arch.num_envs) == (32, 48)
+    assert (preset.eval.episodes, cfg.eval.episodes) == (32, 33)
+    (note,) = prepared.notes
+    assert note.startswith("fitted to 3 devices: arch.num_envs 32 -> 48, eval.episodes 32 -> 33")
+    # What fits as it is stays as it is, without a notice.
+    assert launch.resolve("impala", flags=["--arch.num-devices", "4"]).setup.notes == ()
+
+    r2d2 = launch.resolve("r2d2", preset="tiny", flags=["--arch.num-devices", "3"]).cfg
+    tiny = launch.preset_config("r2d2", "tiny")
+    assert r2d2.arch.num_envs == 9 and r2d2.algo.batch_size == 9
+    assert (
+        r2d2.algo.replay_capacity % 9 == 0
+        and r2d2.algo.replay_capacity >= tiny.algo.replay_capacity
+    )
+    assert r2d2.algo.min_replay_size >= r2d2.algo.batch_size
+
+
+def test_a_value_the_user_set_is_kept_or_refused_by_name():
+    with pytest.raises(ValueError, match=r"arch.num_envs=32 does not divide over 3 devices"):
+        launch.resolve("impala", flags=["--arch.num-devices", "3", "--arch.num-envs", "32"])
+    with pytest.raises(ValueError, match=r"eval.episodes=32 does not divide over 3 devices"):
+        launch.resolve(
+            "impala",
+            settings={"arch.num_devices": 3, "eval.episodes": 32, "arch.num_envs": 48},
+        )
+    # A config passed whole is the user's: nothing in it changes.
+    whole = launch.preset_config("impala", "default")
+    whole = dataclasses.replace(whole, arch=dataclasses.replace(whole.arch, num_devices=3))
+    with pytest.raises(ValueError, match="divide"):
+        launch.resolve("impala", config=whole, settings=None, flags=None, preset=None)
+
+
+def test_envs_per_device_sizes_the_run_by_the_device():
+    cfg = launch.resolve(
+        "ppo", flags=["--arch.num-devices", "3", "--arch.envs-per-device", "8"]
+    ).cfg
+    assert cfg.arch.num_envs == 24 and cfg.arch.envs_per_device == 8
+    with pytest.raises(ValueError, match="both set the environment count; give one"):
+        launch.resolve("ppo", flags=["--arch.envs-per-device", "8", "--arch.num-envs", "32"])
+
+
+def test_the_first_readme_command_trains_on_eight_devices(tmp_path):
+    """`anakin train impala --env CartPole-v1` (a tiny budget) on 8 forced CPU devices."""
+    out = tmp_path / "runs"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "anakin.cli",
+            "train",
+            "impala",
+            "--env",
+            "CartPole-v1",
+            "--arch.total-env-steps",
+            "1",
+            "--arch.updates-per-call",
+            "2",
+            "--eval.episodes",
+            "8",
+            "--out",
+            str(out),
+            "--run-name",
+            "eight",
+        ],
+        env={**os.environ, "XLA_FLAGS": _flags_with(8)},
+        capture_output=True,
+        text=True,
+        timeout=110,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "fitted to 8 devices: arch.num_envs 32 -> 64" in proc.stdout + proc.stderr
+    saved = json.loads((out / "eight" / "config.json").read_text())["config"]
+    assert saved["arch"]["num_envs"] == 64
+    summary = json.loads((out / "eight" / "summary.json").read_text())
+    assert summary["env_steps"] == 2 * 64 * saved["arch"]["rollout_length"]
