@@ -26,7 +26,14 @@ Tables:
   replay   R2D2's replay alone (insert a rollout, sample a batch, write its priorities) per
            second: ours next to flashbax's prioritised trajectory buffer, same sizes.
   profile  where IMPALA's time goes: the full program, the same without learner updates, and
-           without the network acting (random actions), plus XLA's cost analysis.
+           without the network acting (random actions), plus its FLOPs per env step.
+  cost     what each layout costs as it grows (`--cost-envs`, default 32 to 4,096 environments
+           on `--main-devices` devices): env steps/s next to plain environment stepping,
+           compile time, peak host memory, FLOPs per env step (matrix products and
+           convolutions counted on the jaxpr, anakin/flops.py), sequential SGD steps per env
+           step (the latency an accelerator pays per step) and utilisation: achieved FLOP/s
+           over the measured FLOP/s of a large matmul on the same devices. FLOPs and SGD steps
+           per env step do not depend on the hardware.
 """
 
 from __future__ import annotations
@@ -248,7 +255,12 @@ def measure(spec: dict) -> dict:
         if spec["algo"] != "bc":
             t_ceil += timed(ceil_call, calls)
     train_s = statistics.median(t_train)
+    from anakin import flops as flops_lib
+
+    counted = flops_lib.count(s.program.train, holder["state"])
     out = {
+        "flops_per_env_step": counted.flops / steps_per_call,
+        "sgd_steps_per_env_step": sgd_per_call / steps_per_call,
         **{k: spec[k] for k in ("algo", "env", "num_envs", "devices")},
         "mode": spec.get("mode", ""),
         "platform": s.devices[0].platform,
@@ -401,12 +413,11 @@ def measure_profile(spec: dict) -> dict:
         )
         holder = {"state": program.init(0)}
         compiled = program.compile(holder["state"])
-        if name == "full program":
-            cost = compiled.cost_analysis()
-            cost = cost[0] if isinstance(cost, list) else cost
-            per_step = s.steps_per_call
-            out["flops_per_env_step"] = float(cost.get("flops", 0.0)) / per_step
-            out["bytes_per_env_step"] = float(cost.get("bytes accessed", 0.0)) / per_step
+        if name == "full program":  # XLA's cost analysis counts a loop body once: not it
+            from anakin import flops as flops_lib
+
+            counted = flops_lib.count(program.train, holder["state"])
+            out["flops_per_env_step"] = counted.flops / s.steps_per_call
 
         def call(compiled=compiled, holder=holder):
             holder["state"], m = compiled(holder["state"])
@@ -416,6 +427,44 @@ def measure_profile(spec: dict) -> dict:
         t = statistics.median(timed(call, spec["rounds"] * spec["calls"]))
         out[name] = s.steps_per_call / t
     return out
+
+
+def measure_matmul(spec: dict) -> dict:
+    """FLOP/s of a large float32 matmul on every device at once (pmapped): the arithmetic peak
+    that utilisation is measured against."""
+    import jax
+    import jax.numpy as jnp
+
+    from anakin import devices as dev
+
+    devices = dev.select(spec["devices"])
+    n, repeats = spec.get("size", 2048), 8
+    x = dev.shard(jnp.ones((len(devices), n, n), jnp.float32) / n, devices)
+
+    def many(a):
+        return jax.lax.fori_loop(0, repeats, lambda _, c: c @ a, a)
+
+    fn = dev.pmap(many, devices)
+    jax.block_until_ready(fn(x))
+    t = statistics.median(timed(lambda: fn(x), spec["rounds"] * spec["calls"]))
+    return {"devices": len(devices), "flops_per_s": 2.0 * n**3 * repeats * len(devices) / t}
+
+
+def cost_table(rows: list[dict], peak: float) -> str:
+    lines = [
+        "| algorithm | env | envs | env steps/s | plain env steps/s | compile s | peak host "
+        "MiB | FLOPs/env step | SGD steps/env step | utilisation |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        achieved = r["env_sps"] * r["flops_per_env_step"]
+        lines.append(
+            f"| {r['algo']} | {r['env']} | {r['num_envs']:,} | {fmt(r['env_sps'])} | "
+            f"{fmt(r.get('ceiling_sps', float('nan')))} | {r['compile_s']:.1f} | "
+            f"{r['host_peak_mib']:,.0f} | {r['flops_per_env_step']:,.0f} | "
+            f"{r['sgd_steps_per_env_step']:.2g} | {achieved / peak:.0%} |"
+        )
+    return "\n".join(lines)
 
 
 # --- orchestration -------------------------------------------------------------------------
@@ -520,8 +569,10 @@ def main() -> None:
         "--only",
         nargs="+",
         default=["main", "scaling", "replay", "profile"],
-        choices=["main", "scaling", "replay", "profile"],
+        choices=["main", "scaling", "replay", "profile", "cost"],
     )
+    p.add_argument("--cost-envs", type=int, nargs="+", default=[32, 256, 1024, 4096])
+    p.add_argument("--cost-algos", nargs="+", default=["impala", "ppo", "dqn", "r2d2"])
     p.add_argument("--algos", nargs="+", default=["impala", "r2d2", "bc"])
     p.add_argument("--envs", nargs="+", default=["CartPole-v1", "Breakout-MinAtar"])
     p.add_argument("--main-devices", type=int, default=1)
@@ -540,6 +591,7 @@ def main() -> None:
             "train": measure,
             "replay": measure_replay,
             "profile": measure_profile,
+            "matmul": measure_matmul,
             "dataset": lambda sp: str(synthetic_dataset(sp["env"], sp["steps"], Path(sp["path"]))),
         }[kind]
         print(json.dumps(fn(spec)))
@@ -610,15 +662,31 @@ def main() -> None:
         results["profile"] = rows
         print(
             "\n| IMPALA CartPole envs | full program | no learner update | no update, random "
-            "actions | XLA flops/env step | bytes/env step |"
+            "actions | FLOPs/env step |"
         )
-        print("|---:|---:|---:|---:|---:|---:|")
+        print("|---:|---:|---:|---:|---:|")
         for r in rows:
             print(
                 f"| {r['num_envs']} | {fmt(r['full program'])} | "
                 f"{fmt(r['no learner update'])} | {fmt(r['no update, random actions'])} | "
-                f"{r['flops_per_env_step']:,.0f} | {r['bytes_per_env_step']:,.0f} |"
+                f"{r['flops_per_env_step']:,.0f} |"
             )
+
+    if "cost" in args.only:
+        d = args.main_devices
+        peak = run_worker("matmul", {"devices": d, **timing}, d)
+        print(f"\nlarge matmul on {d} device(s): {peak['flops_per_s'] / 1e9:.1f} GFLOP/s")
+        rows = []
+        for n in args.cost_envs:  # sizes outer: this machine's drift spreads over algorithms
+            for algo in args.cost_algos:
+                env = "Pendulum-v1" if algo == "sac" else "CartPole-v1"
+                steps = max(SETUPS[(algo, env)][1], 4 * n * 16)  # at least 4 updates per call
+                spec = {"algo": algo, "env": env, "devices": d, "num_envs": n, **timing}
+                spec["steps_per_call"] = steps
+                rows.append(run_worker("train", spec, d))
+                print(cost_table(rows[-1:], peak["flops_per_s"]).splitlines()[-1], flush=True)
+        results["cost"] = {"matmul_flops_per_s": peak["flops_per_s"], "rows": rows}
+        print("\n" + cost_table(rows, peak["flops_per_s"]))
 
     import jax
 

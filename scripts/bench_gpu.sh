@@ -18,3 +18,6 @@ counts=$(python -c "print(' '.join(str(2**i) for i in range(8) if 2**i <= $gpus)
 # On GPU, device counts are real devices: XLA_FLAGS' CPU device count does not apply.
 python scripts/bench.py --main-devices 1 --devices $counts \
   --json "$out/bench.json" --png "$out/scaling.png" 2>&1 | tee "$out/bench.log"
+# What each layout costs as it grows, on one GPU: FLOPs and SGD steps per env step, utilisation.
+python scripts/bench.py --only cost --main-devices 1 --cost-envs 1024 4096 16384 65536 \
+  --json "$out/cost.json" 2>&1 | tee "$out/cost.log"

@@ -12,8 +12,8 @@ Kinds of file, told apart by their contents:
 - task suites (scripts/suite.py: a "suite" record): the aggregate scores per algorithm (IQM, mean,
   optimality gap, with 95% stratified bootstrap intervals) and the per-task table;
 - sweeps (scripts/suite_sweep.py: a "ranking"): the settings ranked by IQM;
-- throughput (scripts/bench.py: "main", "scaling", "replay", "profile"; scripts/bench_purejaxrl.py:
-  "args" with "purejaxrl"; scripts/bench_stoix.py: a "stoix_commit").
+- throughput (scripts/bench.py: "main", "scaling", "replay", "profile", "cost";
+  scripts/bench_purejaxrl.py: "args" with "purejaxrl"; scripts/bench_stoix.py: a "stoix_commit").
 A file of another kind is listed at the end, by name, until a table is written for it here.
 """
 
@@ -239,19 +239,53 @@ def bench_section(name: str, doc: dict[str, Any]) -> list[str]:
         lines += block(caption, header, "lrrrrr", rows)
     if doc.get("profile"):
         keys = [k for k in doc["profile"][0] if k not in PROFILE_SHAPE]
+        # Files written before anakin/flops.py hold XLA's cost analysis, which counts each loop
+        # body once (here: once per program call's nested scans), so their FLOPs are shown as
+        # what they are.
+        xla = "bytes_per_env_step" in doc["profile"][0]
         rows = [
             [
                 str(r["num_envs"]),
                 str(r["devices"]),
                 f"{r['flops_per_env_step']:,.0f}",
-                f"{r['bytes_per_env_step']:,.0f}",
                 *(count(r[k]) for k in keys),
             ]
             for r in doc["profile"]
         ]
-        header = ["envs", "devices", "FLOPs/env step", "bytes/env step", *keys]
+        flops = "XLA cost analysis FLOPs/env step (loop bodies once)" if xla else "FLOPs/env step"
+        header = ["envs", "devices", flops, *keys]
         caption = "Where IMPALA's time goes (`profile`, env steps/s of each program):"
         lines += block(caption, header, "r" * len(header), rows)
+    if doc.get("cost"):
+        peak = doc["cost"]["matmul_flops_per_s"]
+        rows = []
+        for r in doc["cost"]["rows"]:
+            achieved = r["env_sps"] * r["flops_per_env_step"]
+            rows.append(
+                [
+                    r["algo"],
+                    r["env"],
+                    count(r["num_envs"]),
+                    str(r["devices"]),
+                    count(r["env_sps"]),
+                    count(r["ceiling_sps"]) if r.get("ceiling_sps") else "-",
+                    f"{r['compile_s']:.1f}",
+                    count(r["host_peak_mib"]),
+                    count(r["flops_per_env_step"]),
+                    f"{r['sgd_steps_per_env_step']:.2g}",
+                    f"{achieved / 1e9:.1f}",
+                    f"{achieved / peak:.0%}",
+                ]
+            )
+        caption = (
+            f"What each layout costs as it grows (`cost`; FLOPs of matrix products and "
+            f"convolutions counted on the jaxpr, anakin/flops.py; utilisation against a large "
+            f"matmul's {peak / 1e9:.1f} GFLOP/s on the same devices):"
+        )
+        header = ["algorithm", "env", "envs", "devices", "env steps/s", "plain env steps/s"]
+        header += ["compile s", "peak host MiB", "FLOPs/env step", "SGD steps/env step"]
+        header += ["GFLOP/s", "utilisation"]
+        lines += block(caption, header, "llrrrrrrrrrr", rows)
     return lines[:-1] if lines[-1] == "" else lines
 
 
@@ -326,7 +360,7 @@ def kind(doc: dict[str, Any]) -> str | None:
         return "stoix"
     if "purejaxrl" in doc.get("args", {}):
         return "purejaxrl"
-    if any(k in doc for k in ("main", "scaling", "replay", "profile")):
+    if any(k in doc for k in ("main", "scaling", "replay", "profile", "cost")):
         return "bench"
     return None
 

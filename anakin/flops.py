@@ -1,0 +1,90 @@
+"""What a program costs in arithmetic, counted on its jaxpr: hardware-independent numbers that
+say what an accelerator will pay where a CPU cannot show it.
+
+XLA's own cost analysis (`compiled.cost_analysis()`) counts the body of a loop once, whatever
+its trip count, so for a training program (scans over updates, rollout steps and minibatches)
+it is off by the product of those lengths. `count` walks the jaxpr instead and multiplies each
+scan's body by its length. It counts the floating-point operations of matrix products and
+convolutions (2 per multiply-add), which are what the networks cost; elementwise work and the
+environments' arithmetic are left out, so it is a lower bound that the networks dominate.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+from jax.extend import core as jex_core
+
+
+class Flops(NamedTuple):
+    """Matrix-product and convolution FLOPs of one call, and the loops whose trip count is
+    unknown (`while`), each counted once."""
+
+    flops: float
+    unknown_loops: int
+
+
+def count(fn: Callable, *args: Any, **kwargs: Any) -> Flops:
+    """The FLOPs of one call of `fn(*args, **kwargs)` (arrays or ShapeDtypeStructs; a pmapped
+    `fn` counts every device)."""
+    closed = jax.make_jaxpr(fn)(*args, **kwargs)
+    return _jaxpr(closed.jaxpr)
+
+
+def _jaxpr(jaxpr: Any) -> Flops:
+    flops, unknown = 0.0, 0
+    for eqn in jaxpr.eqns:
+        f, u = _eqn(eqn)
+        flops, unknown = flops + f, unknown + u
+    return Flops(flops, unknown)
+
+
+def _sub(value: Any) -> Any:
+    """The open jaxpr of a parameter that holds one (ClosedJaxpr or Jaxpr), else None."""
+    if isinstance(value, jex_core.ClosedJaxpr):
+        return value.jaxpr
+    if isinstance(value, jex_core.Jaxpr):
+        return value
+    return None
+
+
+def _eqn(eqn: Any) -> tuple[float, int]:
+    name, params = eqn.primitive.name, eqn.params
+    if name == "dot_general":
+        (lhs_contract, _), _ = params["dimension_numbers"]
+        lhs = eqn.invars[0].aval.shape
+        out = eqn.outvars[0].aval.shape
+        return 2.0 * math.prod(out) * math.prod(lhs[d] for d in lhs_contract), 0
+    if name == "conv_general_dilated":
+        rhs = eqn.invars[1].aval.shape  # kernel: its output-feature dim is in the output
+        out = eqn.outvars[0].aval.shape
+        out_features = rhs[params["dimension_numbers"].rhs_spec[0]]
+        per_output = math.prod(rhs) / out_features  # input features x window
+        return 2.0 * math.prod(out) * per_output, 0
+    if name == "scan":
+        inner = _jaxpr(params["jaxpr"].jaxpr)
+        return inner.flops * params["length"], inner.unknown_loops
+    if name == "while":
+        body = _jaxpr(params["body_jaxpr"].jaxpr)
+        cond = _jaxpr(params["cond_jaxpr"].jaxpr)
+        return body.flops + cond.flops, body.unknown_loops + cond.unknown_loops + 1
+    if name == "cond":
+        branches = [_jaxpr(b.jaxpr) for b in params["branches"]]
+        worst = max(branches, key=lambda b: b.flops)
+        return worst.flops, worst.unknown_loops
+    if name in ("xla_pmap",):
+        inner = _jaxpr(params["call_jaxpr"])
+        return inner.flops * params["axis_size"], inner.unknown_loops
+    flops, unknown = 0.0, 0
+    for value in params.values():  # pjit, custom_jvp/vjp, remat, shard_map, ...
+        sub = _sub(value)
+        if sub is not None:
+            inner = _jaxpr(sub)
+            flops, unknown = flops + inner.flops, unknown + inner.unknown_loops
+    if name == "shard_map":
+        devices = math.prod(params["mesh"].shape.values())
+        flops *= devices
+    return flops, unknown
