@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from anakin import algorithms
-from anakin.config import TrainConfig, differences
+from anakin.config import TrainConfig, check_fields, differences
 from anakin.rundir import (
     Resume,
     check_resume,
@@ -100,6 +100,7 @@ def resolve_config(
         cfg = parse_flags(algo, cfg, source, list(flags))
     for dotted, value in (settings or {}).items():
         cfg = _override(cfg, dotted, value, entry.config_cls)
+    check_fields(cfg)  # a bad value is named here, for `anakin.make_config` as for a run
     return cfg, saved
 
 

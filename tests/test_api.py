@@ -74,6 +74,8 @@ def test_unknown_algorithm_and_preset_are_named():
         anakin.train("impal")
     with pytest.raises(ValueError, match="unknown preset 'big' for ppo"):
         anakin.make_config("ppo", preset="big")
+    with pytest.raises(ValueError, match=r"algo.adam_b2=2.0 must lie in \[0, 1\)"):
+        anakin.make_config("impala", **{"algo.adam_b2": 2.0})  # at once, not at train
 
 
 def test_train_returns_results_and_the_policy_acts_as_evaluation_does(tmp_path):
