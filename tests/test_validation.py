@@ -188,18 +188,19 @@ def test_an_int_field_takes_only_integers_and_a_flag_only_booleans():
 
 
 def test_a_made_config_is_checked_before_anything_is_built(tmp_path):
-    # anakin.make_config passes a value it cannot convert unambiguously on; the config it
-    # returns is refused in one line when checked, and by train before anything is written.
-    cfg = anakin.make_config(
-        "ppo", preset="tiny", out=str(tmp_path), **{"algo.network.activation": "gelu"}
-    )
+    # anakin.make_config names a bad value at once; a config made by hand with one is refused
+    # in one line when checked, and by train before anything is written.
+    with pytest.raises(ValueError, match=r"^algo.network.activation='gelu' must be one of"):
+        anakin.make_config("ppo", preset="tiny", **{"algo.network.activation": "gelu"})
+    with pytest.raises(TypeError, match=r"hidden_sizes=\('64',\) must be a tuple of integers"):
+        anakin.make_config("ppo", preset="tiny", **{"algo.network.hidden_sizes": "64"})
+    good = anakin.make_config("ppo", preset="tiny", out=str(tmp_path))
+    network = dataclasses.replace(good.algo.network, activation="gelu")
+    cfg = dataclasses.replace(good, algo=dataclasses.replace(good.algo, network=network))
     with pytest.raises(ValueError, match=r"^algo.network.activation='gelu' must be one of"):
         check_fields(cfg)
     with pytest.raises(ValueError, match=r"^algo.network.activation='gelu' must be one of"):
         anakin.train("ppo", config=cfg)
-    cfg = anakin.make_config("ppo", preset="tiny", **{"algo.network.hidden_sizes": "64"})
-    with pytest.raises(TypeError, match=r"hidden_sizes=\('64',\) must be a tuple of integers"):
-        check_fields(cfg)
     assert list(tmp_path.iterdir()) == []
 
 
