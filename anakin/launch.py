@@ -138,7 +138,7 @@ def explicit_settings(request: Mapping[str, Any]) -> frozenset[str] | None:
     run's saved one)."""
     if request.get("resume") is not None or request.get("config") is not None:
         return None
-    names = set(request.get("settings") or {})
+    names = {name.replace("-", "_") for name in request.get("settings") or {}}
     for arg in expand_aliases(request.get("flags") or ()):
         if arg.startswith("--"):
             name = arg[2:].partition("=")[0].replace("-", "_")

@@ -211,7 +211,6 @@ def fit_to_devices(algo_name: str, cfg: TrainConfig, explicit: frozenset[str] | 
     check_fields(cfg)
     arch = cfg.arch
     num_devices = len(dev.select(arch.num_devices))
-    notes = []
     if arch.envs_per_device:
         if "arch.num_envs" in explicit:
             raise ValueError(
@@ -248,11 +247,11 @@ def fit_to_devices(algo_name: str, cfg: TrainConfig, explicit: frozenset[str] | 
             for name in FITTED
             if _get(cfg, name) != _get(fitted, name)
         ]
-        notes.append(
+        note = (
             f"fitted to {num_devices} devices: {', '.join(changed)} (set them to choose; "
             'docs/usage.md, "Devices")'
         )
-        return prepared._replace(notes=tuple(notes))
+        return prepared._replace(notes=(note,))
     raise first
 
 

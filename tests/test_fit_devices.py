@@ -100,6 +100,9 @@ def test_a_value_the_user_set_is_kept_or_refused_by_name():
             "impala",
             settings={"arch.num_devices": 3, "eval.episodes": 32, "arch.num_envs": 48},
         )
+    with pytest.raises(ValueError, match=r"arch.num_envs=32 does not divide over 3 devices"):
+        # a setting spelt with hyphens is the user's as well
+        launch.resolve("impala", settings={"arch.num-devices": 3, "arch.num-envs": 32})
     # A config passed whole is the user's: nothing in it changes.
     whole = launch.preset_config("impala", "default")
     whole = dataclasses.replace(whole, arch=dataclasses.replace(whole.arch, num_devices=3))
