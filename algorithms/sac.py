@@ -139,6 +139,15 @@ class SACConfig:
                 f"is learnt, but algo.entropy_coefficient={self.entropy_coefficient} fixes it; "
                 "unset one of them"
             )
+        dims = math.prod(spec.action_shape)
+        if self.target_entropy is not None and self.target_entropy >= dims * math.log(2):
+            # The widest policy on the unit box [-1, 1]^D, the uniform one, has entropy D log 2:
+            # a target at or above it is never met, and alpha would grow without bound.
+            raise ValueError(
+                f"algo.target_entropy={self.target_entropy:g} must be below "
+                f"{dims * math.log(2):.4g} (D log 2, the entropy of the uniform policy over "
+                f"{dims} unit action dimension{'s' if dims != 1 else ''}); None gives -{dims}"
+            )
         replay_lib.check_sizes(
             layout,
             capacity=self.replay_capacity,

@@ -293,6 +293,7 @@ class Count(NamedTuple):
     high: int | None = INT32_MAX
     note: str = ""
     min_items: int = 0  # tuples: at least this many integers
+    high_note: str = ""  # follows the message of a value above `high`, e.g. why the bound
 
 
 _POSITIVE = Range(0.0, math.inf, low_open=True, high_open=True)
@@ -300,7 +301,8 @@ _NONNEGATIVE = Range(0.0, math.inf, high_open=True)
 _POSITIVE_OR_OFF = Range(0.0, math.inf, low_open=True)  # inf turns the clip off
 _UNIT, _UNIT_OPEN_TOP = Range(0.0, 1.0), Range(0.0, 1.0, high_open=True)
 _ONE_UP, _ZERO_UP = Count(1), Count(0)
-_HOST_COUNT = Count(0, None)  # env steps the host counts in Python integers: no int32 bound
+_HOST_COUNT = Count(0, None)
+MAX_DESYNC_STEPS = 100_000  # env steps the host counts in Python integers: no int32 bound
 
 # The range of every number a config holds, by dotted name: the most specific suffix of a
 # field's dotted name that has an entry applies ("algo.network.lstm_size" tries itself, then
@@ -318,7 +320,15 @@ FIELDS: dict[str, Range | Count] = {
     "arch.total_env_steps": Count(1, None),
     "arch.num_devices": Count(0, note=" (0: every device)"),
     "arch.seed": Count(None, None),  # with num_seeds, in `expand_runs`
-    "arch.desync_steps": Count(0, note=" (0: no desynchronisation)"),
+    # The warm-up is one sequential scan of this many steps before the first update: beyond an
+    # episode's length (Craftax's 10,000 is the longest we ship) it spreads nothing further.
+    "arch.desync_steps": Count(
+        0,
+        MAX_DESYNC_STEPS,
+        note=" (0: no desynchronisation)",
+        high_note=" (a sequential warm-up before the first update; an episode's length of "
+        "steps already spreads the environments over it)",
+    ),
     "env.hide": Count(None, None),  # against the observation's size, in `envs.make`
     "eval.episodes": Count(0, note=" (0 turns evaluation off)"),
     "eval.every_env_steps": _HOST_COUNT,
@@ -443,7 +453,9 @@ def _check_count(what: str, value: int, entry: Count) -> None:
     if entry.low is not None and value < entry.low:
         raise ValueError(f"{what} must be >= {entry.low}{entry.note}")
     if entry.high is not None and value > entry.high:
-        why = " (the program counts it in int32)" if entry.high == INT32_MAX else ""
+        why = entry.high_note or (
+            " (the program counts it in int32)" if entry.high == INT32_MAX else ""
+        )
         raise ValueError(f"{what} must be <= {entry.high}{why}")
 
 
@@ -632,6 +644,11 @@ def parse_sweeps(sweeps: tuple[str, ...], algo_cls: type) -> dict[str, tuple[flo
 
 
 MAX_SEED = 2**32 - 1  # jax.random.PRNGKey keeps the low 32 bits: 2**32 would repeat seed 0
+
+
+def count_runs(cfg: TrainConfig, algo_cls: type) -> int:
+    """How many runs `expand_runs` would list, without listing them."""
+    return cfg.num_seeds * math.prod(len(v) for v in parse_sweeps(cfg.sweep, algo_cls).values())
 
 
 def expand_runs(cfg: TrainConfig, algo_cls: type) -> tuple[list[int], dict[str, list[float]]]:
