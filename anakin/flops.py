@@ -88,3 +88,37 @@ def _eqn(eqn: Any) -> tuple[float, int]:
         devices = math.prod(params["mesh"].shape.values())
         flops *= devices
     return flops, unknown
+
+
+def largest_value(fn: Callable, *args: Any, **kwargs: Any) -> int:
+    """Bytes of the largest array one call of `fn` makes, per device for a pmapped `fn`
+    (the values inside its per-device body; a plain function counts all of its own).
+
+    Shapes are static, so this needs only the jaxpr: a program that would hold an array no
+    device can (say the shuffles of a million SGD epochs) is found before it is compiled.
+    Tracing is cached, so after `lower` this costs a walk of the jaxpr."""
+    closed = jax.make_jaxpr(fn)(*args, **kwargs)
+    inside = _largest(closed.jaxpr, inside=False)
+    return inside if inside is not None else _largest(closed.jaxpr, inside=True) or 0
+
+
+_PER_DEVICE = ("shard_map", "xla_pmap")  # primitives whose body holds one device's values
+
+
+def _largest(jaxpr: Any, inside: bool) -> int | None:
+    """The largest value of `jaxpr` counted `inside` a per-device body (None: none found)."""
+    best = None
+    for eqn in jaxpr.eqns:
+        if inside:
+            for v in eqn.outvars:
+                shape, dtype = getattr(v.aval, "shape", None), getattr(v.aval, "dtype", None)
+                if shape is not None and dtype is not None:
+                    best = max(best or 0, math.prod(shape) * dtype.itemsize)
+        body = inside or eqn.primitive.name in _PER_DEVICE
+        for value in eqn.params.values():
+            subs = value if isinstance(value, (tuple, list)) else (value,)  # cond's branches
+            for sub in filter(None, map(_sub, subs)):
+                inner = _largest(sub, body)
+                if inner is not None:
+                    best = max(best or 0, inner)
+    return best

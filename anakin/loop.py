@@ -40,19 +40,33 @@ class Program(NamedTuple):
     init: Callable[[int], RunnerState]
     train: Callable[[RunnerState], tuple[RunnerState, Metrics]]
     devices: list[jax.Device]
-    executables: dict  # compiled `train`s, by state layout
+    executables: dict  # compiled `train`s by state layout (and lowered ones, until compiled)
     # What a checkpoint holds of a state, and how a restored one is completed.
     save_view: Callable[[Any], Any] = lambda state: state
     load_view: Callable[[Any, Any], Any] = lambda restored, fresh: restored
 
-    def compile(self, state: RunnerState) -> Callable:
-        key = (
-            jax.tree.structure(state),
-            tuple((x.shape, str(x.dtype)) for x in jax.tree.leaves(state)),
-        )
+    def lower(self, state: Any) -> Any:
+        """`train` lowered for a state's layout (arrays or ShapeDtypeStructs), once per layout:
+        what `compile` compiles, so a look at the lowered program before compiling is free."""
+        key = ("lowered", *_layout(state))
         if key not in self.executables:
-            self.executables[key] = self.train.lower(state).compile()
+            self.executables[key] = self.train.lower(state)
         return self.executables[key]
+
+    def compile(self, state: RunnerState) -> Callable:
+        key = _layout(state)
+        if key not in self.executables:
+            self.executables[key] = self.lower(state).compile()
+            self.executables.pop(("lowered", *key))  # the executable holds what it needs
+        return self.executables[key]
+
+
+def _layout(state: Any) -> tuple:
+    """A state's tree structure with every leaf's shape and dtype."""
+    return (
+        jax.tree.structure(state),
+        tuple((tuple(x.shape), str(x.dtype)) for x in jax.tree.leaves(state)),
+    )
 
 
 def all_finite(tree: Any) -> jax.Array:

@@ -45,7 +45,7 @@ from anakin.rundir import (
     load_saved_config,
     write_description,
 )
-from anakin.setup import Setup, describe_run, make_build, make_runs, setup
+from anakin.setup import Setup, check_program_memory, describe_run, make_build, make_runs, setup
 from anakin.types import Layout, RunnerState
 
 
@@ -527,6 +527,8 @@ def _train(
     # A program built once may train several configs that share its shapes (other seeds,
     # other run-control settings): the run is `cfg`'s.
     s = (prepared or setup(algo_name, cfg))._replace(cfg=cfg)
+    if jax.process_count() == 1:  # the lowering is by global shapes; processes hold their own
+        check_program_memory(s)  # before the run directory exists
     primary = jax.process_index() == 0
     opened = _open(s, resume, primary, held)
     run_dir, checkpointer, state = opened.run_dir, opened.checkpointer, opened.state

@@ -7,7 +7,6 @@ import dataclasses
 import math
 import platform
 import sys
-from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
@@ -17,9 +16,10 @@ from anakin import algorithms, envs, logger, loop, offline
 from anakin import dataset as dataset_lib
 from anakin import devices as dev
 from anakin import episodes as episodes_lib
+from anakin import flops as flops_lib
 from anakin import runs as runs_lib
 from anakin.algorithms.networks import num_params
-from anakin.config import TrainConfig, check_fields, expand_runs, to_dict
+from anakin.config import TrainConfig, check_fields, count_runs, expand_runs, to_dict
 from anakin.types import Algorithm, AlgorithmEntry, Layout
 
 
@@ -86,7 +86,7 @@ def setup(algo_name: str, cfg: TrainConfig) -> Setup:
     devices = dev.select(cfg.arch.num_devices)
     cfg.arch.validate(len(devices))
     cfg.eval.validate(len(devices))
-    runs = make_runs(cfg, entry.config_cls)
+    num_runs = count_runs(cfg, entry.config_cls)
     try:
         env, env_params = envs.make(cfg.env.name, hide=cfg.env.hide, **cfg.env.kwargs)
     except (TypeError, ValueError) as e:
@@ -94,26 +94,7 @@ def setup(algo_name: str, cfg: TrainConfig) -> Setup:
         raise ValueError(str(e) if named else f"environment {cfg.env.name!r}: {e}") from None
     spec = envs.spec(env, env_params, cfg.env.name)
     layout = Layout(cfg.arch.num_envs, len(devices), cfg.arch.rollout_length)
-    # Each run's own values must be valid too (a swept discount of 1.5 is refused by name).
-    run_cfgs = (
-        [cfg.algo]
-        if runs is None
-        else [dataclasses.replace(cfg.algo, **runs.of(r)) for r in range(runs.num)]
-    )
-
-    def check_runs(validate: Callable[[Any], None]) -> None:
-        for r, c in enumerate(run_cfgs):
-            try:
-                if runs is not None and runs.hparams:  # a run of a sweep: its own values
-                    check_fields(c, "algo.")
-                validate(c)
-            except ValueError as e:
-                if runs is None or not runs.hparams:
-                    raise
-                setting = ", ".join(f"algo.{k}={v}" for k, v in runs.of(r).items())
-                raise ValueError(f"the sweep's run with {setting}: {e}") from None
-
-    dataset_meta = None
+    data = dataset_meta = None
     if entry.offline:
         if not cfg.dataset:
             raise ValueError(
@@ -121,8 +102,33 @@ def setup(algo_name: str, cfg: TrainConfig) -> Setup:
                 "one with `anakin collect RUN_DIR --out FILE`)"
             )
         data = dataset_lib.load(cfg.dataset, spec)  # DatasetError is a ValueError
-        check_runs(lambda c: c.validate(layout, spec, data.num_steps))
-        build = make_build(entry, cfg, spec, layout)
+    elif cfg.dataset:
+        raise ValueError(
+            f"--dataset is for offline algorithms; {algo_name} learns from its own rollouts"
+        )
+
+    def validate(c: Any) -> None:
+        c.validate(layout, spec, *([data.num_steps] if entry.offline else []))
+
+    # The shared settings first, then the memory of all runs together, from one run's shapes:
+    # a million seeds is refused before a million runs are listed.
+    validate(cfg.algo)
+    check_memory(
+        make_build(entry, cfg, spec, layout), cfg, spec, env, env_params, devices, num_runs, data
+    )
+    runs = make_runs(cfg, entry.config_cls)
+    # Each run's own values must be valid too (a swept discount of 1.5 is refused by name).
+    if runs is not None and runs.hparams:
+        for r in range(runs.num):
+            c = dataclasses.replace(cfg.algo, **runs.of(r))
+            try:
+                check_fields(c, "algo.")
+                validate(c)
+            except ValueError as e:
+                setting = ", ".join(f"algo.{k}={v}" for k, v in runs.of(r).items())
+                raise ValueError(f"the sweep's run with {setting}: {e}") from None
+    build = make_build(entry, cfg, spec, layout)
+    if entry.offline:
         program = offline.make_offline_program(
             build,
             data.steps,
@@ -132,12 +138,6 @@ def setup(algo_name: str, cfg: TrainConfig) -> Setup:
         )
         dataset_meta = {**data.meta, "sha256": dataset_lib.file_sha256(cfg.dataset)}
     else:
-        if cfg.dataset:
-            raise ValueError(
-                f"--dataset is for offline algorithms; {algo_name} learns from its own rollouts"
-            )
-        check_runs(lambda c: c.validate(layout, spec))
-        build = make_build(entry, cfg, spec, layout)
         program = loop.make_program(
             build,
             env,
@@ -149,9 +149,6 @@ def setup(algo_name: str, cfg: TrainConfig) -> Setup:
             runs=runs,
             desync_steps=cfg.arch.desync_steps,
         )
-    check_memory(
-        build, cfg, spec, env, env_params, devices, runs, None if not entry.offline else data
-    )
     for note in entry.notices(cfg.algo, layout):
         print(f"[anakin] note: {note}", file=sys.stderr, flush=True)
     steps_per_call = entry.samples_per_update(cfg.algo, layout) * cfg.arch.updates_per_call
@@ -326,41 +323,104 @@ def check_memory(
     env: Any,
     env_params: Any,
     devices: list[jax.Device],
-    runs: runs_lib.Runs | None,
+    num_runs: int = 1,
     data: Any = None,
 ) -> dict[str, int]:
-    """Refuses (ValueError) a run whose training state, replay, dataset and one rollout would
-    not fit in its devices' memory, from shapes alone: before anything is compiled, allocated
-    or written. Returns the estimate's parts (bytes per device)."""
+    """Refuses (ValueError) a run whose training state, replay, dataset, one rollout or one
+    evaluation would not fit in its devices' memory, from shapes alone: before anything is
+    compiled, allocated or written, and from one run's shapes times `num_runs` (every leaf of
+    the state gains the run axis), so a huge seed count costs nothing to refuse. Returns the
+    estimate's parts (bytes per device). What the program itself holds while it runs (SGD
+    epochs, replay ratios) is `check_program_memory`'s, once the program is lowered."""
     n = len(devices)
     if data is None:
-        state = loop.state_shapes(build, env, env_params, cfg.arch.num_envs, n, runs=runs)
-        per_device = _nbytes(state) // n
-        replay = _nbytes(state.learner.replay) // n
+        state = loop.state_shapes(build, env, env_params, cfg.arch.num_envs, n)
+        per_device = _nbytes(state) * num_runs // n
+        replay = _nbytes(state.learner.replay) * num_runs // n
         # One rollout's transitions: the observation and the final one, plus a few scalars.
         per_step = 2 * _nbytes(spec.obs) + 64
-        rollout = per_step * cfg.arch.rollout_length * (cfg.arch.num_envs // n)
-        rollout *= runs.num if runs else 1
+        rollout = per_step * cfg.arch.rollout_length * (cfg.arch.num_envs // n) * num_runs
+        # An evaluation plays eval.episodes environments at once in every run: each holds what
+        # a training environment holds (twice, across a step) and its key.
+        per_env = (
+            _nbytes((state.actor, state.env_state, state.obs, state.first, state.env_keys))
+            // cfg.arch.num_envs
+        )
+        evaluation = (2 * per_env + 8) * (cfg.eval.episodes // n) * num_runs
     else:
-        per_device = _nbytes(offline.offline_state_shapes(build, n, runs=runs)) // n
-        replay, rollout = 0, _nbytes(data.steps)  # the dataset sits on every device
-    parts = {"state": per_device, "replay": replay, "rollout": rollout}
-    # The state is built once and then laid over the devices, so two copies exist at the peak.
-    need = 2 * per_device + rollout
-    local = [d for d in devices if d.process_index == jax.process_index()]
-    have = available_bytes(local[0] if local else devices[0], len(local) or n)
+        per_device = _nbytes(offline.offline_state_shapes(build, n)) * num_runs // n
+        replay, rollout, evaluation = 0, _nbytes(data.steps), 0  # the dataset is on every device
+    parts = {"state": per_device, "replay": replay, "rollout": rollout, "evaluation": evaluation}
+    # The state is built once and then laid over the devices, so two copies exist at the peak;
+    # an evaluation runs beside one copy.
+    need = max(2 * per_device + rollout, per_device + evaluation)
+    have = _available(devices)
     if have is not None and need > have:
         from anakin.records import format_bytes
 
         what = ", ".join(f"{k} {format_bytes(v)}" for k, v in parts.items() if v and k != "state")
         raise ValueError(
             f"this run needs about {format_bytes(need)} per device (training state "
-            f"{format_bytes(per_device)}, twice while it is placed{'; ' + what if what else ''}) "
-            "but a "
+            f"{format_bytes(per_device)}"
+            + (f" over {num_runs:,} runs" if num_runs > 1 else "")
+            + f", twice while it is placed{'; ' + what if what else ''}) but a "
             f"{devices[0].platform} device here has {format_bytes(have)} available; lower "
-            "arch.num_envs, arch.rollout_length or the replay capacity, or use more devices"
+            + _what_to_lower(parts, num_runs)
+            + ", or use more devices"
         )
     return parts
+
+
+def _what_to_lower(parts: dict[str, int], num_runs: int) -> str:
+    """The settings behind the largest part of a memory estimate, for its message."""
+    biggest = max(("replay", "rollout", "evaluation"), key=parts.get)
+    if parts["state"] - parts["replay"] > parts[biggest] and num_runs > 1:
+        return "num_seeds or the sweep's values"
+    return {
+        "replay": "the replay capacity (algo.replay_capacity), arch.num_envs",
+        "rollout": "arch.num_envs or arch.rollout_length",
+        "evaluation": "eval.episodes",
+    }[biggest] + (" or num_seeds" if num_runs > 1 else "")
+
+
+def _available(devices: list[jax.Device]) -> int | None:
+    local = [d for d in devices if d.process_index == jax.process_index()]
+    return available_bytes(local[0] if local else devices[0], len(local) or len(devices))
+
+
+# The settings that size what one update does in sequence (SGD steps, epochs, replay ratio).
+_SEQUENTIAL_WORK = ("num_epochs", "num_minibatches", "num_sgd_steps_per_step", "samples_per_insert")
+
+
+def check_program_memory(s: Setup) -> None:
+    """Refuses (ValueError) a training program that would hold an array larger than its
+    devices' memory while it runs: an intermediate no shape of the state shows, such as the
+    shuffles of a million SGD epochs or the per-step records of a million SGD steps per
+    update. The program is lowered (the compile that follows reuses it) and its jaxpr's
+    largest value per device is weighed with the state beside it. Online programs only: an
+    offline program's largest value is its dataset, which `check_memory` counts."""
+    if s.dataset_meta is not None:
+        return
+    n = len(s.devices)
+    shapes = loop.state_shapes(
+        s.algorithm, s.env, s.env_params, s.cfg.arch.num_envs, n, runs=s.runs
+    )
+    s.program.lower(shapes)  # what the compile will compile; the jaxpr reuses its trace
+    largest = flops_lib.largest_value(s.program.train, shapes)
+    state = _nbytes(shapes) // n
+    have = _available(s.devices)
+    if have is not None and state + largest > have:
+        from anakin.records import format_bytes
+
+        work = [f for f in _SEQUENTIAL_WORK if hasattr(s.cfg.algo, f)]
+
+        raise ValueError(
+            f"this run's program holds an array of {format_bytes(largest)} per device beside "
+            f"its training state of {format_bytes(state)}, but a {s.devices[0].platform} device "
+            f"here has {format_bytes(have)} available; lower the work of one update ("
+            + ", ".join(f"algo.{f}={getattr(s.cfg.algo, f)}" for f in work)
+            + f") or arch.updates_per_call={s.cfg.arch.updates_per_call}"
+        )
 
 
 def describe_run(s: Setup) -> dict[str, Any]:
