@@ -233,11 +233,41 @@ def parse_flags(algo: str, default: TrainConfig, source: str, args: list[str]) -
     return tyro_cli(
         TrainConfig[entry.config_cls],
         default=default,
-        args=expand_aliases(args),
+        args=whole_numbers(expand_aliases(args), entry.config_cls),
         prog=f"anakin train {algo} [--preset {'|'.join(entry.presets)}] "
         "[--resume RUN_DIR [--resume-step N] [--force]]",
         description=f"Train {algo} (defaults shown are those of {source}).",
     )
+
+
+_WHOLE = re.compile(r"[+-]?\d+(?:\.\d*)?(?:[eE][+]?\d+)?")
+
+
+def whole_numbers(args: list[str], algo_cls: type) -> list[str]:
+    """`--arch.total-env-steps 1e6` as `1000000`: an integer setting written as a whole number
+    in float notation, as budgets often are (the Python API and config.json take 1e6 too)."""
+    out = list(args)
+    for i, arg in enumerate(out):
+        flag, eq, value = arg.partition("=")
+        at = i if eq else i + 1
+        if not flag.startswith("--") or at >= len(out) or not _is_int_setting(flag, algo_cls):
+            continue
+        value = value if eq else out[at]
+        if _WHOLE.fullmatch(value) and not value.lstrip("+-").isdigit():
+            number = float(value)
+            if number.is_integer() and abs(number) < 2**53:  # exact as a float
+                out[at] = (flag + "=" if eq else "") + str(int(number))
+    return out
+
+
+def _is_int_setting(flag: str, algo_cls: type) -> bool:
+    cls: Any = TrainConfig
+    *groups, name = flag[2:].replace("-", "_").split(".")
+    for group in groups:
+        cls = _hints(cls, algo_cls).get(group)
+        if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+            return False
+    return _hints(cls, algo_cls).get(name) is int
 
 
 def tyro_cli(target: Any, *, args: list[str], **kw: Any) -> Any:
@@ -272,19 +302,25 @@ def call_with_flags(fn: Callable[..., Any], args: list[str], prog: str) -> Any:
     return fn(*a, **k)
 
 
-_FRAME = re.compile(r"[│╭╮╰╯─]+")
+_FRAME = re.compile(r"[│╭╮╰╯─]+|^[|+]|[|+]$")
+# A frame's title line, in rich's box characters or its ASCII ones (where the terminal has no
+# box characters): "╭─ Value error ─╮", "+-- Value error --+", "Value error -------".
+_TITLE = re.compile(r"^(?:╭─*|[+]?-*)\s*([^─\-+│|╭╮].*?)\s*(?:─+╮|-{3,}[+]?)$")
 
 
 def one_line(report: str) -> str:
     """tyro's framed error report as one line: its title, its first paragraph and what it
     suggests instead."""
     title, paragraphs, current = "", [], []
+    boxed = "╭" in report  # else rich's plain layout: the title, then rules of dashes
     for raw in report.splitlines():
         line = raw.strip()
-        if line.startswith("╭"):
-            title = _FRAME.sub(" ", line).strip()
-            continue
-        if set(line) <= set("│─ ╰╯"):
+        if line and not (title or paragraphs or current):
+            named = _TITLE.match(line)
+            if named or not boxed:
+                title = named.group(1) if named else line
+                continue
+        if set(line) <= set("│─ ╰╯+-|"):
             if current:
                 paragraphs.append(" ".join(current))
                 current = []

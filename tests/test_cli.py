@@ -233,3 +233,20 @@ def test_envs_lists_each_suite_or_how_to_install_it(capsys, monkeypatch):
     assert capsys.readouterr().out.strip() == '# pgx: not installed (pip install -e ".[pgx]")'
     assert cli.main(["envs", "nosuch"]) == 2
     assert "unknown suite 'nosuch'; choose from gymnax, craftax" in capsys.readouterr().err
+
+
+def test_integer_flags_take_whole_numbers_in_float_notation():
+    from anakin import launch
+    from anakin.algorithms.impala import ImpalaConfig
+
+    args = ["--arch.total-env-steps", "1e6", "--num-seeds=2e0", "--algo.learning-rate", "1e-3"]
+    assert launch.whole_numbers(args, ImpalaConfig) == [
+        "--arch.total-env-steps",
+        "1000000",
+        "--num-seeds=2",
+        "--algo.learning-rate",  # a float setting is tyro's to parse
+        "1e-3",
+    ]
+    # Not whole, or not an integer setting: left for the parser to refuse by name.
+    assert launch.whole_numbers(["--arch.num-envs", "1.5"], ImpalaConfig)[1] == "1.5"
+    assert launch.whole_numbers(["--env", "1e3"], ImpalaConfig)[1] == "1e3"
