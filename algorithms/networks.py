@@ -37,7 +37,8 @@ class NetworkConfig:
     """Shape of an agent's network.
 
     Attributes:
-      torso: "mlp" for flat observations, "conv" for images; "auto" picks conv for rank-3
+      torso: "mlp" flattens each observation (an image [H, W, C] too, as gymnax-blines' MinAtar
+        PPO does) and applies the MLP; "conv" needs images; "auto" picks conv for rank-3
         observations (MinAtar) and mlp otherwise. For a tree of observations, "auto" and "conv"
         send its images (rank-3 leaves) through the conv torso and "mlp" flattens them too.
       hidden_sizes: MLP layer widths (the conv torso uses the last as its dense width).
@@ -108,12 +109,18 @@ _ACTIVATIONS = {"relu": nn.relu, "tanh": nn.tanh}
 
 
 class MLPTorso(nn.Module):
+    """Dense layers over observations [..., *obs_shape], flattened to [..., prod(obs_shape)]
+    first when `obs_rank` (the rank of one observation) is not 1."""
+
     hidden_sizes: tuple[int, ...]
     activation: str = "relu"
+    obs_rank: int = 1
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> jax.Array:
         x = obs.astype(jnp.float32)
+        if self.obs_rank != 1:
+            x = x.reshape((*x.shape[: x.ndim - self.obs_rank], -1))
         for size in self.hidden_sizes:
             x = _ACTIVATIONS[self.activation](nn.Dense(size)(x))
         return x
@@ -283,11 +290,6 @@ def _single_array_kind(cfg: NetworkConfig, spec: EnvSpec) -> str:
             f"network.torso='conv' needs image observations [H, W, C]; {spec.name} gives "
             f"shape {spec.obs_shape}. Use torso='mlp' or 'auto'."
         )
-    if kind == "mlp" and len(spec.obs_shape) != 1:
-        raise ValueError(
-            f"network.torso='mlp' needs flat observations; {spec.name} gives shape "
-            f"{spec.obs_shape}. Use torso='conv' or 'auto'."
-        )
     return kind
 
 
@@ -320,7 +322,7 @@ def make_torso(cfg: NetworkConfig, spec: EnvSpec) -> nn.Module:
         return _tree_torso(cfg, spec, tuple(cfg.hidden_sizes))
     if _single_array_kind(cfg, spec) == "conv":
         return ConvTorso(cfg.conv_channels, cfg.hidden_sizes[-1], cfg.activation, cfg.matmul_conv)
-    return MLPTorso(tuple(cfg.hidden_sizes), cfg.activation)
+    return MLPTorso(tuple(cfg.hidden_sizes), cfg.activation, obs_rank=len(spec.obs_shape))
 
 
 def make_embedding(cfg: NetworkConfig, spec: EnvSpec) -> nn.Module:

@@ -195,6 +195,7 @@ def evaluate(
     step: int | None = None,
     max_steps: int | None = None,
     seed: int = 0,
+    epsilon: float = 0.0,
 ) -> dict[str, Any]:
     """Evaluate a saved checkpoint with the evaluation policy (greedy, or the algorithm's
     evaluation epsilon) on this machine's devices, whatever devices trained it; every run of a
@@ -207,12 +208,19 @@ def evaluate(
       step: the checkpoint's env step (default: the newest good one).
       max_steps: step limit per episode (default: the run's eval.max_steps).
       seed: the evaluation's seed.
+      epsilon: probability of a uniformly random (legal) action instead of the evaluation
+        policy's at each step (e.g. to compare evaluation epsilons on one trained run).
     """
     _xla.prepare_host()
     from anakin import policy
 
     return policy.evaluate_checkpoint(
-        Path(run_dir), step=step, episodes=episodes, max_steps=max_steps, seed=seed
+        Path(run_dir),
+        step=step,
+        episodes=episodes,
+        max_steps=max_steps,
+        seed=seed,
+        epsilon=epsilon,
     )
 
 

@@ -272,9 +272,10 @@ def make_evaluator(
     max_steps: int,
     devices: Sequence[jax.Device],
     runs: runs_lib.Runs | None = None,
+    epsilon: float = 0.0,
 ) -> Callable[[Any, jax.Array], EvalResult]:
-    """`evaluate(learner (per device), key) -> EvalResult` with the evaluation policy; see
-    `make_episode_runner`."""
+    """`evaluate(learner (per device), key) -> EvalResult` with the evaluation policy (with
+    probability `epsilon` a uniformly random action instead); see `make_episode_runner`."""
     run = make_episode_runner(
         algo,
         env,
@@ -282,6 +283,7 @@ def make_evaluator(
         num_episodes=num_episodes,
         max_steps=max_steps,
         devices=devices,
+        epsilon=epsilon,
         runs=runs,
     )
     return lambda learner, key: run(learner, key).result

@@ -105,11 +105,15 @@ def evaluate_checkpoint(
     episodes: int | None = None,
     max_steps: int | None = None,
     seed: int = 0,
+    epsilon: float = 0.0,
 ) -> dict[str, Any]:
     """Evaluates a run's checkpoint on this machine's devices, whatever devices trained it;
-    every run of a multi-run (seeds, sweep) checkpoint. Writes and returns
-    `evaluation-<step>.json` in the run directory."""
+    every run of a multi-run (seeds, sweep) checkpoint, with its evaluation policy plus
+    `epsilon`-random actions. Writes and returns `evaluation-<step>.json` in the run
+    directory."""
     check_counts(episodes=episodes, max_steps=max_steps, seed=seed)
+    if not 0.0 <= epsilon <= 1.0:
+        raise ValueError(f"--epsilon={epsilon} must lie in [0, 1]")
     saved = load_policy(run_dir, step)
     devices = dev.select(0)
     episodes = episodes if episodes is not None else saved.cfg.eval.episodes or 32
@@ -123,6 +127,7 @@ def evaluate_checkpoint(
         max_steps=max_steps,
         devices=devices,
         runs=saved.runs,
+        epsilon=epsilon,
     )
     key = jax.random.PRNGKey(seed)
     if saved.runs:
@@ -139,6 +144,7 @@ def evaluate_checkpoint(
         "env": saved.cfg.env.name,
         "step": saved.step,
         "seed": seed,
+        "epsilon": epsilon,
         "eval_time": time.monotonic() - t0,
         **summary,
     }

@@ -191,6 +191,7 @@ def test_collect_then_behaviour_cloning_end_to_end(tmp_path, capsys):
         (["train", "bc", "--dataset", "/nonexistent/demo.npz"], "/nonexistent/demo.npz"),
         (["collect", "/nonexistent/run", "--episodes", "2", "--out", "x.npz"], "does not exist"),
         (["evaluate", "/nonexistent/run"], "does not exist"),
+        (["evaluate", "/nonexistent/run", "--epsilon", "2"], "--epsilon=2.0 must lie in [0, 1]"),
     ],
 )
 def test_bc_and_collect_errors(args, message, capsys):

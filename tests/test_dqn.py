@@ -13,7 +13,7 @@ from anakin.algorithms.dqn import PRESETS, DQNConfig, dqn_loss, make_dqn, n_step
 from anakin.algorithms.networks import Network, NetworkConfig
 
 from anakin import devices as dev
-from anakin import envs, runner
+from anakin import envs, policy, runner
 from anakin.config import EvalConfig, TrainConfig, check_fields
 from anakin.types import Layout, Transition
 
@@ -375,6 +375,17 @@ def test_masked_actions_are_never_taken(tmp_path):
     assert any(r["learning"] == 1.0 for r in result.records)
     assert all(r["mean_return"] in (None, 0.0) for r in result.records)
     assert result.summary["eval_max_return"] == 0.0
+    # A saved run evaluated with every action random (`anakin evaluate --epsilon 1`).
+    out = policy.evaluate_checkpoint(result.run_dir, episodes=8, epsilon=1.0)
+    assert out["epsilon"] == 1.0 and out["eval_episodes"] == 8 and out["eval_max_return"] == 0.0
+
+
+def test_presets_evaluation_epsilons():
+    # The default evaluates with 0.001 (scripts/results/eval_epsilon.md); Acme's DQN evaluates
+    # with its training epsilon unless its eval_epsilon is set.
+    assert PRESETS["default"][0].evaluation_epsilon == 0.001
+    acme = PRESETS["acme"][0]
+    assert acme.evaluation_epsilon == acme.epsilon == 0.05
 
 
 @pytest.mark.slow

@@ -64,8 +64,52 @@ def test_conv_torso_for_images_and_errors_for_mismatch():
     assert num_params(params) > 0
     with pytest.raises(ValueError, match="conv"):
         make_network(NetworkConfig(torso="conv"), FLAT, PolicyValueHead(3))
-    with pytest.raises(ValueError, match="mlp"):
-        make_network(NetworkConfig(torso="mlp"), IMAGE, PolicyValueHead(3))
+
+
+def test_mlp_torso_flattens_images():
+    # gymnax-blines' MinAtar PPO: an MLP over the flattened [H, W, C] image.
+    cfg = NetworkConfig(torso="mlp", hidden_sizes=(8, 6))
+    net = make_network(cfg, IMAGE, PolicyValueHead(3))
+    params = net.init(jax.random.PRNGKey(0))
+    assert _paths(params)["params/torso/Dense_0/kernel"] == (10 * 10 * 4, 8)
+    obs = jax.random.uniform(jax.random.PRNGKey(1), (7, 2, 10, 10, 4))
+    (logits, values), _ = net.unroll(params, obs, jnp.zeros((7, 2), bool), ())
+    assert logits.shape == (7, 2, 3) and values.shape == (7, 2)
+    # Exactly the MLP applied to the row-major flattened image, whatever the batch axes.
+    flat = make_network(
+        cfg, EnvSpec.of_array("f", (400,), np.dtype("float32"), 3, ()), PolicyValueHead(3)
+    )
+    (flat_logits, flat_values), _ = flat.apply(params, obs.reshape(14, 400), (), None)
+    np.testing.assert_array_equal(logits.reshape(14, 3), flat_logits)
+    np.testing.assert_array_equal(values.reshape(14), flat_values)
+    # A bool image (MinAtar's) as 0/1.
+    (bool_logits, _), _ = net.apply(params, obs[0] > 0.5, (), None)
+    (float_logits, _), _ = net.apply(params, (obs[0] > 0.5).astype(jnp.float32), (), None)
+    np.testing.assert_array_equal(bool_logits, float_logits)
+
+
+def test_mlp_torso_trains_on_minatar(tmp_path):
+    import anakin
+
+    result = anakin.train(
+        "ppo",
+        env="Breakout-MinAtar",
+        preset="tiny",
+        out=str(tmp_path),
+        quiet=True,
+        **{
+            "algo.network.torso": "mlp",
+            "algo.network.hidden_sizes": (16,),
+            "arch.total_env_steps": 256,
+            "eval.episodes": 0,
+            "checkpoint.enabled": False,
+        },
+    )
+    shapes = _paths(result.params)
+    assert not any("Conv" in p for p in shapes)
+    first = [s for p, s in shapes.items() if p.endswith("torso/Dense_0/kernel")]
+    assert first and all(s == (10 * 10 * 4, 16) for s in first)
+    assert result.metrics[-1]["env_steps"] >= 256
 
 
 def test_lstm_unroll_equals_steps_and_resets_at_first():
