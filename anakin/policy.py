@@ -21,7 +21,7 @@ from anakin import devices as dev
 from anakin import episodes as episodes_lib
 from anakin import runs as runs_lib
 from anakin.checkpoint import Checkpointer
-from anakin.config import MAX_SEED, EvalConfig, TrainConfig, train_config_from_dict
+from anakin.config import INT32_MAX, MAX_SEED, EvalConfig, TrainConfig, train_config_from_dict
 from anakin.records import eval_record, run_evals
 from anakin.rundir import read_description
 from anakin.setup import make_build, make_runs
@@ -87,7 +87,7 @@ def load_policy(run_dir: Path, step: int | None = None) -> SavedPolicy:
 
 def check_counts(**counts: int | None) -> None:
     """ValueError for a count of the evaluate/collect/render commands that cannot work: episode
-    and step counts >= 1 (None: the run's default), seeds in 0..2**32-1."""
+    and step counts in 1..2**31-1 (None: the run's default), seeds in 0..2**32-1."""
     for name, value in counts.items():
         flag = "--" + name.replace("_", "-")
         if value is None:
@@ -97,6 +97,10 @@ def check_counts(**counts: int | None) -> None:
                 raise ValueError(f"{flag}={value} must lie in 0..{MAX_SEED}")
         elif value < 1:
             raise ValueError(f"{flag}={value} must be >= 1")
+        elif value > INT32_MAX:
+            raise ValueError(
+                f"{flag}={value} must be <= {INT32_MAX} (the program counts it in int32)"
+            )
 
 
 def evaluate_checkpoint(

@@ -36,9 +36,9 @@ def check_resume(saved: TrainConfig, cfg: TrainConfig, force: bool = False) -> N
     in anything not declared `resumable` in `anakin.config`, unless `force`."""
     diffs = [d for d in differences(saved, cfg) if not is_resumable(TrainConfig, d[0])]
     if diffs and not force:
-        lines = "\n".join(f"  {name}: saved {a!r}, now {b!r}" for name, a, b in diffs)
+        changes = "; ".join(f"{name}: saved {a!r}, now {b!r}" for name, a, b in diffs)
         raise ValueError(
-            f"the config differs from the one the run was saved with:\n{lines}\n"
+            f"the config differs from the one the run was saved with ({changes}): "
             "resume with the saved values (drop those flags), or pass --force to resume anyway "
             "(the result will no longer match an uninterrupted run)"
         )
