@@ -4,6 +4,7 @@ anything compiles; and the description of a run that config.json records."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import platform
 import sys
@@ -19,7 +20,14 @@ from anakin import episodes as episodes_lib
 from anakin import flops as flops_lib
 from anakin import runs as runs_lib
 from anakin.algorithms.networks import num_params
-from anakin.config import TrainConfig, check_fields, count_runs, expand_runs, to_dict
+from anakin.config import (
+    TrainConfig,
+    check_fields,
+    count_runs,
+    expand_runs,
+    parse_sweeps,
+    to_dict,
+)
 from anakin.types import Algorithm, AlgorithmEntry, Layout
 
 
@@ -110,23 +118,25 @@ def setup(algo_name: str, cfg: TrainConfig) -> Setup:
     def validate(c: Any) -> None:
         c.validate(layout, spec, *([data.num_steps] if entry.offline else []))
 
-    # The shared settings first, then the memory of all runs together, from one run's shapes:
-    # a million seeds is refused before a million runs are listed.
-    validate(cfg.algo)
+    # Each setting of a sweep must be valid (a swept discount of 1.5 is refused by name), each
+    # checked once however many seeds share it; then the memory of all runs together, from one
+    # run's shapes, so a million seeds is refused before a million runs are listed.
+    sweeps = parse_sweeps(cfg.sweep, entry.config_cls)
+    if not sweeps:
+        validate(cfg.algo)
+    for values in itertools.product(*sweeps.values()):
+        setting = dict(zip(sweeps, values, strict=True))
+        try:
+            c = dataclasses.replace(cfg.algo, **setting)
+            check_fields(c, "algo.")
+            validate(c)
+        except ValueError as e:
+            named = ", ".join(f"algo.{k}={v}" for k, v in setting.items())
+            raise ValueError(f"the sweep's run with {named}: {e}") from None
     check_memory(
         make_build(entry, cfg, spec, layout), cfg, spec, env, env_params, devices, num_runs, data
     )
     runs = make_runs(cfg, entry.config_cls)
-    # Each run's own values must be valid too (a swept discount of 1.5 is refused by name).
-    if runs is not None and runs.hparams:
-        for r in range(runs.num):
-            c = dataclasses.replace(cfg.algo, **runs.of(r))
-            try:
-                check_fields(c, "algo.")
-                validate(c)
-            except ValueError as e:
-                setting = ", ".join(f"algo.{k}={v}" for k, v in runs.of(r).items())
-                raise ValueError(f"the sweep's run with {setting}: {e}") from None
     build = make_build(entry, cfg, spec, layout)
     if entry.offline:
         program = offline.make_offline_program(
