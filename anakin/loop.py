@@ -53,6 +53,10 @@ class Program(NamedTuple):
             self.executables[key] = self.train.lower(state)
         return self.executables[key]
 
+    def compiled(self, state: Any) -> bool:
+        """Whether `train` is compiled for this state's layout."""
+        return _layout(state) in self.executables
+
     def compile(self, state: RunnerState) -> Callable:
         key = _layout(state)
         if key not in self.executables:

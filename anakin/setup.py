@@ -415,6 +415,8 @@ def check_program_memory(s: Setup) -> None:
     shapes = loop.state_shapes(
         s.algorithm, s.env, s.env_params, s.cfg.arch.num_envs, n, runs=s.runs
     )
+    if s.program.compiled(shapes):  # checked when it was lowered for the first config
+        return
     s.program.lower(shapes)  # what the compile will compile; the jaxpr reuses its trace
     largest = flops_lib.largest_value(s.program.train, shapes)
     state = _nbytes(shapes) // n

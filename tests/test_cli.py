@@ -237,8 +237,9 @@ def test_envs_lists_each_suite_or_how_to_install_it(capsys, monkeypatch):
 
 
 def test_integer_flags_take_whole_numbers_in_float_notation():
-    from anakin import launch
     from anakin.algorithms.impala import ImpalaConfig
+
+    from anakin import launch
 
     args = ["--arch.total-env-steps", "1e6", "--num-seeds=2e0", "--algo.learning-rate", "1e-3"]
     assert launch.whole_numbers(args, ImpalaConfig) == [

@@ -8,7 +8,8 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from anakin import cli, flops, setup as setup_lib
+from anakin import cli, flops
+from anakin import setup as setup_lib
 from anakin.api import make_config
 
 GIB = 2**30
@@ -52,6 +53,8 @@ def test_the_lowered_program_is_what_compiles():
     s.program.compile(s.program.init(0))  # the real state has the same layout: no second lowering
     assert len(s.program.executables) == 1
     assert not isinstance(next(iter(s.program.executables))[0], str)  # compiled, not lowered
+    setup_lib.check_program_memory(s)  # another config of the same program: nothing again
+    assert len(s.program.executables) == 1
 
 
 def test_largest_value_counts_one_devices_arrays():
