@@ -19,25 +19,35 @@ def _stop_at_start_up(signum: int, frame: Any) -> None:
     that holds nothing yet (no checkpoint, no metrics) is removed, so none is left that
     --resume would refuse; the training loop installs its own handlers (runner._StopSignals),
     which save before stopping."""
-    import shutil
-
     name = signal.Signals(signum).name
     code = 128 + signum  # 130 for SIGINT, 143 for SIGTERM
-    runner = sys.modules.get("anakin.runner")
-    started = runner.FRESH_RUN_DIR.get("run_dir") if runner else None
-    kept = ""
-    if started is not None:
-        empty = not any((started / "checkpoints").glob("[0-9]*")) and not (
-            (started / "metrics.jsonl").is_file() and (started / "metrics.jsonl").stat().st_size
-        )
-        if empty:
-            shutil.rmtree(started, ignore_errors=True)
-            kept = f"; {started} held nothing yet and was removed"
-        else:
-            kept = f"; what was saved is in {started}"
+    try:
+        kept = _remove_fresh_run_dir()
+    except BaseException:  # noqa: BLE001 (a handler that raised would leak into any code,
+        kept = ""  # where a broad `except` could swallow the interrupt and train on)
     command = " ".join(sys.argv[1:2]) or "anakin"
-    os.write(2, f"anakin {command}: stopped by {name} before training{kept}\n".encode())
-    os._exit(code)
+    try:
+        os.write(2, f"anakin {command}: stopped by {name} before training{kept}\n".encode())
+    finally:
+        os._exit(code)
+
+
+def _remove_fresh_run_dir() -> str:
+    """Removes the run directory this process made while it holds nothing yet (no checkpoint,
+    no metrics); says what became of it. Nothing while anakin.runner is still importing."""
+    import shutil
+
+    runner = sys.modules.get("anakin.runner")
+    started = getattr(runner, "FRESH_RUN_DIR", {}).get("run_dir")
+    if started is None:
+        return ""
+    empty = not any((started / "checkpoints").glob("[0-9]*")) and not (
+        (started / "metrics.jsonl").is_file() and (started / "metrics.jsonl").stat().st_size
+    )
+    if empty:
+        shutil.rmtree(started, ignore_errors=True)
+        return f"; {started} held nothing yet and was removed"
+    return f"; what was saved is in {started}"
 
 
 # The `anakin` command and `python -m anakin.cli` take start-up interrupts from here on,

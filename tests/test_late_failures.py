@@ -168,11 +168,16 @@ def test_an_interrupt_during_start_up_is_one_line_and_leaves_nothing(tmp_path, s
         stderr=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
-        env={**os.environ, "ANAKIN_COMPILE_CACHE": "0"},
+        env={**os.environ, "ANAKIN_COMPILE_CACHE": "0", "PYTHONFAULTHANDLER": "1"},
     )
     time.sleep(1.5)
     proc.send_signal(getattr(signal, sig))
-    _, err = proc.communicate(timeout=120)
+    try:
+        _, err = proc.communicate(timeout=80)
+    except subprocess.TimeoutExpired:  # swallowed or stuck: SIGABRT prints every thread's stack
+        proc.send_signal(signal.SIGABRT)
+        _, err = proc.communicate(timeout=20)
+        pytest.fail(f"still running 80 s after {sig}; its threads:\n{err[-6000:]}")
     lines = err.strip().splitlines()
     if proc.returncode == 75:  # it had reached training: saved, and resumable
         assert Checkpointer(tmp_path / "s").good_steps()
@@ -182,3 +187,12 @@ def test_an_interrupt_during_start_up_is_one_line_and_leaves_nothing(tmp_path, s
         len(lines) == 1 and "held nothing yet and was removed" in lines[0]
     ), err[-2000:]
     assert not (tmp_path / "s").exists()
+
+
+def test_the_start_up_handler_names_nothing_while_the_runner_is_still_importing(monkeypatch):
+    """A signal during `import anakin.runner` meets a module without FRESH_RUN_DIR yet: the
+    handler must not raise there (code with a broad `except` would swallow the interrupt)."""
+    import types
+
+    monkeypatch.setitem(sys.modules, "anakin.runner", types.ModuleType("anakin.runner"))
+    assert cli._remove_fresh_run_dir() == ""
