@@ -216,7 +216,9 @@ class TrainConfig(Generic[AlgoConfigT]):
       algo: the algorithm's own configuration.
       env: the environment (a plain name is read as EnvConfig(name)).
       dataset: offline algorithms (bc): the demonstration dataset file (`anakin collect`);
-        their progress is counted in dataset samples consumed, reported as env_steps.
+        their progress is counted in dataset samples consumed, reported as env_steps. A new
+        run records it as an absolute path; a resume may name the same file by another path
+        (its SHA-256 must match the run's; other bytes need --force).
       num_seeds: independent runs with seeds arch.seed, arch.seed + 1, ..., trained together
         in one compiled program.
       sweep: hyperparameter values to cross with the seeds in the same program, each
@@ -237,7 +239,7 @@ class TrainConfig(Generic[AlgoConfigT]):
 
     algo: AlgoConfigT
     env: EnvConfig = EnvConfig()
-    dataset: str = ""
+    dataset: str = resumable("")
     num_seeds: int = 1
     sweep: tuple[str, ...] = ()
     arch: ArchConfig = ArchConfig()

@@ -16,6 +16,7 @@ import dataclasses
 import difflib
 import functools
 import io
+import os
 import re
 import sys
 import typing
@@ -26,12 +27,15 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from anakin import algorithms
+from anakin import devices as dev
 from anakin.config import TrainConfig, check_fields, differences
 from anakin.rundir import (
     Resume,
     check_resume,
-    check_same_devices,
+    check_device_count,
+    check_same_dataset,
     load_saved_config,
+    read_description,
     recorded_config,
 )
 
@@ -115,7 +119,8 @@ def resolve(algo: str, *, force: bool = False, **request: Any) -> Launch:
     resume = request.get("resume")
     if saved is not None:
         try:
-            check_resume(saved, cfg, force)
+            devices = read_description(Path(resume))["derived"].get("num_devices")
+            check_resume(saved, cfg, force, devices)
         except ValueError as e:
             edited = differences(saved, load_saved_config(Path(resume), algo))
             if edited:
@@ -125,9 +130,19 @@ def resolve(algo: str, *, force: bool = False, **request: Any) -> Launch:
                 )
             raise e from None
     runner.check_reporting(cfg)
+    if cfg.dataset and os.path.exists(cfg.dataset):  # recorded absolute: found from anywhere
+        cfg = dataclasses.replace(cfg, dataset=os.path.abspath(cfg.dataset))
+    elif saved is not None and cfg.dataset and not os.path.exists(cfg.dataset):
+        sha = (read_description(Path(resume)).get("dataset") or {}).get("sha256", "")
+        raise ValueError(
+            f"{cfg.dataset}: no such file, and {resume} trained on it (SHA-256 {sha[:16]}...); "
+            "pass --dataset with where that file is now"
+        )
+    if saved is not None:
+        check_device_count(Path(resume), len(dev.select(cfg.arch.num_devices)))
     prepared = setup.fit_to_devices(algo, cfg, explicit_settings(request))
     if saved is not None:
-        check_same_devices(Path(resume), prepared, force)
+        check_same_dataset(Path(resume), prepared, force)
     at = Resume(Path(resume), request.get("resume_step")) if resume is not None else None
     return Launch(algo, prepared.cfg, prepared, at)
 

@@ -31,10 +31,19 @@ class NothingToResume(ValueError):
     """The run to resume already reached the requested arch.total_env_steps."""
 
 
-def check_resume(saved: TrainConfig, cfg: TrainConfig, force: bool = False) -> None:
+def check_resume(
+    saved: TrainConfig, cfg: TrainConfig, force: bool = False, saved_devices: int | None = None
+) -> None:
     """Refuses (ValueError listing each field) a resume whose config differs from the saved one
-    in anything not declared `resumable` in `anakin.config`, unless `force`."""
-    diffs = [d for d in differences(saved, cfg) if not is_resumable(TrainConfig, d[0])]
+    in anything not declared `resumable` in `anakin.config`, unless `force`. `arch.num_devices`
+    0 ("every device") and the run's own device count `saved_devices` are the same layout."""
+    same_layout = {0, saved_devices}
+    diffs = [
+        (name, a, b)
+        for name, a, b in differences(saved, cfg)
+        if not is_resumable(TrainConfig, name)
+        and not (name == "arch.num_devices" and {a, b} <= same_layout)
+    ]
     if diffs and not force:
         changes = "; ".join(f"{name}: saved {a!r}, now {b!r}" for name, a, b in diffs)
         raise ValueError(
@@ -110,10 +119,10 @@ def read_description(run_dir: Path) -> dict[str, Any]:
         raise ValueError(f"{path} is not valid JSON ({e})") from None
 
 
-def check_same_devices(run_dir: Path, prepared: Any, force: bool = False) -> None:
-    """A resumed run must lay its state over as many devices as the saved one, and an offline
-    run must read the same dataset bytes it trained on (not a file that replaced them), unless
-    `force` (the change is then recorded in config-history.jsonl, see `write_description`)."""
+def check_same_dataset(run_dir: Path, prepared: Any, force: bool = False) -> None:
+    """An offline run must read the same dataset bytes it trained on (not a file that replaced
+    them), unless `force` (the change is then recorded in config-history.jsonl, see
+    `write_description`)."""
     description = read_description(run_dir)
     trained_on = description.get("dataset")
     if trained_on and prepared.dataset_meta is not None and not force:
@@ -125,11 +134,20 @@ def check_same_devices(run_dir: Path, prepared: Any, force: bool = False) -> Non
                 "or was replaced); resume with the original file, or pass --force to train on "
                 "the new one (recorded in config-history.jsonl)"
             )
-    saved = description["derived"]["num_devices"]
-    if saved != len(prepared.devices):
+
+
+def check_device_count(run_dir: Path, num_devices: int) -> None:
+    """A resumed run must lay its state over as many devices as the saved one (checked before
+    the config is fitted to the devices, so the refusal names the devices, not a count)."""
+    saved = read_description(run_dir)["derived"]["num_devices"]
+    if saved != num_devices:
+        fix = (
+            f"add --arch.num-devices {saved} to use {saved} of them"
+            if num_devices > saved
+            else f"resume where {saved} devices exist"
+        )
         raise ValueError(
-            f"{run_dir} was trained on {saved} devices but this run has {len(prepared.devices)}; "
-            f"resume where {saved} devices exist (or set arch.num_devices={saved})"
+            f"{run_dir} was trained on {saved} devices but this run has {num_devices}; {fix}"
         )
 
 

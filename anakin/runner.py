@@ -41,7 +41,7 @@ from anakin.rundir import (
     RunLock,
     agree,
     check_resume,
-    check_same_devices,
+    check_same_dataset,
     load_saved_config,
     write_description,
 )
@@ -730,7 +730,7 @@ __all__ = [
     "TrainingDiverged",
     "check_resume",
     "check_reporting",
-    "check_same_devices",
+    "check_same_dataset",
     "collect",
     "describe_run",
     "eval_record",

@@ -247,16 +247,16 @@ def test_resume_refuses_a_dataset_file_that_was_replaced(tmp_path, cartpole_data
     assert described == {"path": str(data), "sha256": dataset_lib.file_sha256(data)}
     # Same bytes: resumes (here: nothing left to train, the usual message).
     with pytest.raises(runner.NothingToResume):
-        runner.check_same_devices(first.run_dir, runner.setup("bc", cfg))
+        runner.check_same_dataset(first.run_dir, runner.setup("bc", cfg))
         runner.train("bc", cfg, resume=runner.Resume(first.run_dir))
     # Other bytes at the same path (here the same steps, stored compressed): refused, by name.
     dataset_lib.save(data, dataset_lib.load(cartpole_dataset), compress=True)
     prepared = runner.setup("bc", cfg)
     with pytest.raises(ValueError, match=r"data.npz is not the dataset .* trained on") as e:
-        runner.check_same_devices(first.run_dir, prepared)
+        runner.check_same_dataset(first.run_dir, prepared)
     assert "\n" not in str(e.value) and "pass --force" in str(e.value)
     # --force trains on the new file, and the history records the change of bytes.
-    runner.check_same_devices(first.run_dir, prepared, force=True)
+    runner.check_same_dataset(first.run_dir, prepared, force=True)
     longer = dataclasses.replace(
         cfg, arch=dataclasses.replace(cfg.arch, total_env_steps=2 * cfg.arch.total_env_steps)
     )

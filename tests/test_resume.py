@@ -5,6 +5,7 @@ but for its wall-clock fields. Signals are test_interrupt.py's, SIGKILL test_che
 seeds in one program test_runs.py's."""
 
 import dataclasses
+import json
 
 import jax
 import numpy as np
@@ -73,3 +74,26 @@ def test_resumed_run_equals_uninterrupted(name, tmp_path, cartpole_dataset):
     records = records_without_wall_clock(first.run_dir)
     assert [r["env_steps"] for r in records] == [per_call * (i + 1) for i in range(CALLS)]
     assert records == records_without_wall_clock(reference.run_dir)
+
+
+def test_a_resume_on_another_device_count_says_which_flag_fits(tmp_path):
+    """Trained on 2 devices: on 1 the resume is refused (resume where 2 exist); on 3 it names
+    --arch.num-devices 2, and that flag is no change of the config (0, "every device", and the
+    run's own count are the same layout), so it needs no --force."""
+    from anakin.rundir import check_device_count, check_resume
+
+    (tmp_path / "config.json").write_text(json.dumps({"derived": {"num_devices": 2}}))
+    with pytest.raises(ValueError, match=r"trained on 2 devices but this run has 1; resume wh"):
+        check_device_count(tmp_path, 1)
+    with pytest.raises(ValueError, match=r"has 3; add --arch.num-devices 2 to use 2 of them$"):
+        check_device_count(tmp_path, 3)
+    check_device_count(tmp_path, 2)
+    base = tiny_config("impala", "")
+    every, two, three = (
+        dataclasses.replace(base, arch=dataclasses.replace(base.arch, num_devices=n))
+        for n in (0, 2, 3)
+    )
+    check_resume(every, two, saved_devices=2)
+    check_resume(two, every, saved_devices=2)
+    with pytest.raises(ValueError, match=r"arch.num_devices: saved 0, now 3"):
+        check_resume(every, three, saved_devices=2)
