@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import shutil
 import signal
 import threading
 import time
@@ -106,29 +107,14 @@ class _Reporter:
         self,
         run_dir: Path,
         cfg: TrainConfig,
-        description: dict[str, Any],
         total: int,
         title: str,
         primary: bool,
         unit: str = "steps",
+        wandb: logger.WandbWriter | None = None,
     ):
         self.primary = primary
-        w = cfg.wandb  # first: the one that may fail to start (logger.SinkError)
-        self.wandb = (
-            logger.WandbWriter(
-                run_dir,
-                description,
-                project=w.project,
-                entity=w.entity,
-                group=w.group,
-                tags=w.tags,
-                name=w.name,
-                mode=w.mode,
-                quiet=cfg.quiet,
-            )
-            if (primary and w.enabled)
-            else None
-        )
+        self.wandb = wandb
         self.progress = logger.Progress(total, title, quiet=cfg.quiet or not primary, unit=unit)
         self.writer = logger.MetricsWriter(run_dir / "metrics.jsonl") if primary else None
         self.tb = (
@@ -292,6 +278,7 @@ class _Opened(NamedTuple):
     resumed_from: int | None
     description: dict[str, Any]  # what config.json now says
     forced: list[str]  # fields a --force resume changed
+    wandb: logger.WandbWriter | None  # started, when asked for
 
 
 def _open(s: Setup, resume: Resume | None, primary: bool, held: contextlib.ExitStack) -> _Opened:
@@ -330,6 +317,15 @@ def _open(s: Setup, resume: Resume | None, primary: bool, held: contextlib.ExitS
         if primary:
             logger.truncate_metrics(run_dir, max_env_steps=meta["env_steps"])
     description = describe_run(s)
+    # W&B is the one sink that may fail to start (logger.SinkError): before anything in the
+    # run directory is written, so a refusal leaves a resumed run as it was and no fresh one.
+    try:
+        wandb = _start_wandb(run_dir, cfg, description) if primary and cfg.wandb.enabled else None
+    except logger.SinkError:
+        if not resume:
+            shutil.rmtree(run_dir, ignore_errors=True)
+            FRESH_RUN_DIR.pop("run_dir", None)
+        raise
     forced: list[str] = []
     if primary:
         # The config it replaces goes to config-history.jsonl; a forced change pins the
@@ -347,6 +343,22 @@ def _open(s: Setup, resume: Resume | None, primary: bool, held: contextlib.ExitS
         resumed_from,
         description,
         forced,
+        wandb,
+    )
+
+
+def _start_wandb(run_dir: Path, cfg: TrainConfig, description: dict) -> logger.WandbWriter:
+    w = cfg.wandb
+    return logger.WandbWriter(
+        run_dir,
+        description,
+        project=w.project,
+        entity=w.entity,
+        group=w.group,
+        tags=w.tags,
+        name=w.name,
+        mode=w.mode,
+        quiet=cfg.quiet,
     )
 
 
@@ -538,11 +550,11 @@ def _train(
     reporter = _Reporter(
         run_dir,
         cfg,
-        opened.description,
         num_calls * per_call,
         f"{algo_name} on {cfg.env.name}, {dev.describe(s.devices)}",
         primary,
         unit,
+        opened.wandb,
     )
     videos = _Videos(s, run_dir) if (primary and cfg.render.every_env_steps) else None
     reporter.progress.message(

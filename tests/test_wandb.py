@@ -155,8 +155,19 @@ def test_wandb_that_cannot_start_is_one_line_before_compiling(tmp_path, monkeypa
         monkeypatch.setenv(var, str(tmp_path / "wandb-home"))
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
     monkeypatch.delenv("WANDB_MODE", raising=False)
-    args = ["train", "impala", "--preset", "tiny", "--out", str(tmp_path), "--quiet"]
+    out = tmp_path / "runs"
+    args = ["train", "impala", "--preset", "tiny", "--out", str(out), "--quiet"]
     assert cli.main([*args, "--wandb", "--wandb.mode", "online"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("anakin train: error: W&B could not start:") and "\n" not in err
     assert "--wandb.mode offline" in err
+    assert not out.exists() or not any(out.iterdir())  # no run directory left
+    # A resume that asks for W&B and cannot start it leaves the run as it was.
+    assert cli.main([*args, "--run-name", "r", "--arch.total-env-steps", "128"]) == 0
+    run = out / "r"
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".lock"}
+    resume = ["train", "impala", "--resume", str(run), "--arch.total-env-steps", "256"]
+    assert cli.main([*resume, "--quiet", "--wandb", "--wandb.mode", "online"]) == 2
+    assert "W&B could not start" in capsys.readouterr().err
+    after = {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".lock"}
+    assert after == before
