@@ -618,4 +618,11 @@ PRESETS: dict[str, tuple[PPOConfig, ArchConfig]] = {
     ),
 }
 
-ENTRY = AlgorithmEntry(config_cls=PPOConfig, make=make_ppo, presets=PRESETS)
+# The accelerator layout (`arch.layout`), on top of the default preset: more environments per
+# device, where a step of many costs about what a step of few does. Measured against the CPU
+# layout on the task suite in scripts/results/layout_ppo.md.
+ACCELERATOR = {"arch.envs_per_device": 256, "arch.rollout_length": 16, "algo.num_minibatches": 8}
+
+ENTRY = AlgorithmEntry(
+    config_cls=PPOConfig, make=make_ppo, presets=PRESETS, accelerator=ACCELERATOR
+)

@@ -57,6 +57,11 @@ class ArchConfig:
         Environments reset together otherwise stay in lockstep while their episodes have one
         length, and every rollout holds the same stretch of every episode. 0 or 1: all start
         at reset.
+      layout: the default preset's layout: "cpu" (few environments, as the preset is written;
+        it learns fast on a few cores), "accelerator" (the algorithm's `accelerator` settings
+        on top: more environments per device and the batch sizes that go with them, for a GPU
+        or TPU), or "auto" (by the platform of the devices found). Values you set yourself
+        are kept; other presets keep their own layout. config.json records the one used.
     """
 
     num_envs: int = 64
@@ -67,6 +72,7 @@ class ArchConfig:
     num_devices: int = 0
     seed: int = 0
     desync_steps: int = 128
+    layout: Literal["auto", "cpu", "accelerator"] = "auto"
 
     def validate(self, num_devices: int) -> None:
         """Raises ValueError naming the numbers that do not work together (each field's own

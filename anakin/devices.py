@@ -99,6 +99,11 @@ def _env_int(name: str, default: int | None = None) -> int | None:
         raise ValueError(f"{name}={value!r} must be an integer") from None
 
 
+def platform() -> str:
+    """The default backend's platform: "cpu", "gpu" or "tpu" (what `arch.layout` "auto" reads)."""
+    return jax.default_backend()
+
+
 def select(num_devices: int = 0) -> list[jax.Device]:
     """The first `num_devices` devices of the default backend (0 = all of them).
 

@@ -31,8 +31,8 @@ from anakin import devices as dev
 from anakin.config import TrainConfig, check_fields, differences
 from anakin.rundir import (
     Resume,
-    check_resume,
     check_device_count,
+    check_resume,
     check_same_dataset,
     load_saved_config,
     read_description,
@@ -105,7 +105,64 @@ def resolve_config(
     for dotted, value in (settings or {}).items():
         cfg = _override(cfg, dotted, value, entry.config_cls)
     check_fields(cfg)  # a bad value is named here, for `anakin.make_config` as for a run
+    if resume is None and config is None:
+        request = {"flags": flags, "settings": settings}
+        cfg = choose_layout(algo, cfg, preset, explicit_settings(request), dev.platform())
     return cfg, saved
+
+
+def choose_layout(
+    algo: str, cfg: TrainConfig, preset: str, explicit: frozenset[str], platform: str
+) -> TrainConfig:
+    """`cfg` (from `preset`) in the layout `arch.layout` asks for, which is recorded: "auto"
+    becomes "cpu" on CPU devices and "accelerator" on others. The accelerator layout puts the
+    algorithm's `accelerator` settings on top of the default preset, except those in
+    `explicit` (the dotted names the user set). Raises ValueError for a layout that cannot be
+    had: "accelerator" with another preset, or for an algorithm that has none."""
+    entry, asked = algorithms.get(algo), cfg.arch.layout
+    if preset != "default":
+        if asked == "accelerator":
+            raise ValueError(
+                f"arch.layout='accelerator' changes the default preset, and preset {preset!r} "
+                "keeps its own layout; drop --preset or --arch.layout"
+            )
+        return _with_layout(cfg, "cpu")
+    chosen = asked if asked != "auto" else ("cpu" if platform == "cpu" else "accelerator")
+    if chosen == "cpu":
+        return _with_layout(cfg, "cpu")
+    if not entry.accelerator:
+        if asked == "accelerator":
+            raise ValueError(
+                f"arch.layout='accelerator': {algo} has no accelerator layout yet (its defaults "
+                "were chosen on a CPU); use arch.layout cpu, and set arch.envs_per_device and "
+                "the batch sizes yourself"
+            )
+        return _with_layout(cfg, "cpu")
+    # One count of environments: the user's num_envs stands for envs_per_device and back.
+    given = set(explicit)
+    if given & {"arch.num_envs", "arch.envs_per_device"}:
+        given |= {"arch.num_envs", "arch.envs_per_device"}
+    for dotted, value in entry.accelerator.items():
+        if dotted not in given:
+            cfg = _override(cfg, dotted, value, entry.config_cls)
+    return _with_layout(cfg, "accelerator")
+
+
+def _with_layout(cfg: TrainConfig, layout: str) -> TrainConfig:
+    return dataclasses.replace(cfg, arch=dataclasses.replace(cfg.arch, layout=layout))
+
+
+def describe_layout(algo: str, layout: str) -> str:
+    """The start-up line naming the layout a run from the default preset uses, and why."""
+    entry, platform = algorithms.get(algo), dev.platform()
+    by_platform = "cpu" if platform == "cpu" or not entry.accelerator else "accelerator"
+    why = f"{platform} devices" if layout == by_platform else f"--arch.layout {layout}"
+    if layout == "accelerator":
+        changed = ", ".join(f"{k}={v}" for k, v in entry.accelerator.items())
+        return f"layout: accelerator ({why}: {changed}); --arch.layout cpu for the small one"
+    if entry.accelerator:
+        return f"layout: cpu ({why}); --arch.layout accelerator for a GPU's or TPU's"
+    return f"layout: cpu ({why}; {algo} has no accelerator layout yet)"
 
 
 def resolve(algo: str, *, force: bool = False, **request: Any) -> Launch:
@@ -140,7 +197,11 @@ def resolve(algo: str, *, force: bool = False, **request: Any) -> Launch:
         )
     if saved is not None:
         check_device_count(Path(resume), len(dev.select(cfg.arch.num_devices)))
-    prepared = setup.fit_to_devices(algo, cfg, explicit_settings(request))
+    explicit = explicit_settings(request)
+    prepared = setup.fit_to_devices(algo, cfg, explicit)
+    if explicit is not None and request.get("preset") in (None, "default"):
+        note = describe_layout(algo, prepared.cfg.arch.layout)
+        prepared = prepared._replace(notes=(note, *prepared.notes))
     if saved is not None:
         check_same_dataset(Path(resume), prepared, force)
     at = Resume(Path(resume), request.get("resume_step")) if resume is not None else None

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any, NamedTuple, Protocol
 
 import jax
@@ -123,6 +124,8 @@ class AlgorithmEntry(NamedTuple):
       update consumes, over all devices: the run's progress is counted in them.
     notices(cfg, layout): one-line notes printed at start-up for a config that runs, but not
       quite as written (e.g. a replay ratio rounded to whole SGD steps).
+    accelerator: dotted settings the "accelerator" layout (`arch.layout`) puts on top of the
+      default preset, e.g. {"arch.envs_per_device": 256}; empty: none measured yet.
     """
 
     config_cls: type
@@ -131,6 +134,7 @@ class AlgorithmEntry(NamedTuple):
     offline: bool = False
     samples_per_update: Callable[[Any, Layout], int] = env_steps_per_update
     notices: Callable[[Any, Layout], list[str]] = no_notices
+    accelerator: Mapping[str, Any] = MappingProxyType({})
 
 
 class RunnerState(struct.PyTreeNode):

@@ -32,6 +32,16 @@ RESOLVE_ALL = textwrap.dedent(
             except ValueError as e:
                 line = dict(algo=algo, preset=preset, error=str(e))
             print(json.dumps(line))
+        if algorithms.get(algo).accelerator:  # the default preset's other layout
+            flags = [*flags, "--arch.layout", "accelerator"]
+            try:
+                cfg = launch.resolve(algo, flags=flags).cfg
+                line = dict(algo=algo, preset="accelerator", num_envs=cfg.arch.num_envs,
+                            episodes=cfg.eval.episodes,
+                            batch=getattr(cfg.algo, "batch_size", None))
+            except ValueError as e:
+                line = dict(algo=algo, preset="accelerator", error=str(e))
+            print(json.dumps(line))
     """
 ).format(online=ONLINE, env=ENV)
 
@@ -51,9 +61,15 @@ def test_every_preset_resolves_on_one_to_four_devices():
                     algo, preset=preset, flags=flags + (["--env", ENV[algo]] if algo in ENV else [])
                 ).cfg
                 assert cfg.arch.num_envs % devices == 0 and cfg.eval.episodes % devices == 0
+            if algorithms.get(algo).accelerator:
+                flags = [*flags, "--arch.layout", "accelerator"]
+                cfg = launch.resolve(
+                    algo, flags=flags + (["--env", ENV[algo]] if algo in ENV else [])
+                ).cfg
+                assert cfg.arch.num_envs == cfg.arch.envs_per_device * devices
 
 
-@pytest.mark.parametrize("devices", [8, 16])  # a TPU host or an 8-GPU node, and more
+@pytest.mark.parametrize("devices", [6, 8, 16])  # a TPU host or an 8-GPU node, and more
 def test_every_preset_resolves_on_many_devices(devices):
     proc = subprocess.run(
         [sys.executable, "-c", RESOLVE_ALL],
@@ -64,7 +80,9 @@ def test_every_preset_resolves_on_many_devices(devices):
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = [json.loads(line) for line in proc.stdout.splitlines()]
-    assert len(lines) == sum(len(algorithms.get(a).presets) for a in ONLINE)
+    assert len(lines) == sum(
+        len(algorithms.get(a).presets) + bool(algorithms.get(a).accelerator) for a in ONLINE
+    )
     for line in lines:
         assert "error" not in line, line
         assert line["num_envs"] % devices == 0 and line["episodes"] % devices == 0, line
@@ -77,10 +95,11 @@ def test_a_preset_is_fitted_with_a_notice_and_only_upwards():
     # 32 environments in 8 minibatches: 3 devices need 8 per device, 48 in all.
     assert (preset.arch.num_envs, cfg.arch.num_envs) == (32, 48)
     assert (preset.eval.episodes, cfg.eval.episodes) == (32, 33)
-    (note,) = prepared.notes
+    layout, note = prepared.notes
+    assert layout == "layout: cpu (cpu devices; impala has no accelerator layout yet)"
     assert note.startswith("fitted to 3 devices: arch.num_envs 32 -> 48, eval.episodes 32 -> 33")
     # What fits as it is stays as it is, without a notice.
-    assert launch.resolve("impala", flags=["--arch.num-devices", "4"]).setup.notes == ()
+    assert len(launch.resolve("impala", flags=["--arch.num-devices", "4"]).setup.notes) == 1
 
     r2d2 = launch.resolve("r2d2", preset="tiny", flags=["--arch.num-devices", "3"]).cfg
     tiny = launch.preset_config("r2d2", "tiny")
@@ -153,3 +172,29 @@ def test_the_first_readme_command_trains_on_eight_devices(tmp_path):
     assert saved["arch"]["num_envs"] == 64
     summary = json.loads((out / "eight" / "summary.json").read_text())
     assert summary["env_steps"] == 2 * 64 * saved["arch"]["rollout_length"]
+
+
+def test_the_accelerator_layout_changes_the_default_preset_and_keeps_what_you_set():
+    """--arch.layout accelerator puts the algorithm's `accelerator` settings on the default
+    preset (recorded as the layout used); a value you set stays; "auto" is "cpu" on a CPU;
+    another preset, or an algorithm without one, is refused in one line."""
+    auto = launch.resolve("ppo", flags=[])
+    assert auto.cfg.arch.layout == "cpu" and auto.cfg.arch.num_envs == 16
+    fast = launch.resolve("ppo", flags=["--arch.layout", "accelerator", "--arch.num-devices", "2"])
+    arch, algo = fast.cfg.arch, fast.cfg.algo
+    assert (arch.layout, arch.envs_per_device, arch.num_envs) == ("accelerator", 256, 512)
+    assert (arch.rollout_length, algo.num_minibatches) == (16, 8)
+    assert fast.setup.notes[0].startswith("layout: accelerator (--arch.layout accelerator: ")
+    mine = launch.resolve(
+        "ppo", flags=["--arch.layout", "accelerator", "--arch.num-envs", "64",
+                      "--algo.num-minibatches", "4"]
+    ).cfg  # fmt: skip
+    assert (mine.arch.num_envs, mine.arch.envs_per_device, mine.algo.num_minibatches) == (64, 0, 4)
+    assert mine.arch.rollout_length == 16  # what you did not set still changes
+    with pytest.raises(ValueError, match=r"preset 'minatar' keeps its own layout"):
+        launch.resolve("impala", preset="minatar", flags=["--arch.layout", "accelerator"])
+    for algo in ("impala", "dqn", "r2d2"):
+        with pytest.raises(ValueError, match=rf"{algo} has no accelerator layout yet"):
+            launch.resolve(algo, flags=["--arch.layout", "accelerator"])
+    with pytest.raises(ValueError, match=r"arch.layout='gpu' must be one of"):
+        launch.resolve("impala", flags=[], settings={"arch.layout": "gpu"})
