@@ -17,7 +17,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from anakin import devices as dev
-from anakin import envs
+from anakin import envs, flops
 from anakin import runs as runs_lib
 from anakin.algorithms import policies
 from anakin.loop import split_env_keys
@@ -104,7 +104,7 @@ def make_episode_runner(
     record: Recorder | None = None,
     runs: runs_lib.Runs | None = None,
     auto_reset: bool = True,
-) -> Callable[[Any, jax.Array], Episodes]:
+) -> EpisodeRunner:
     """`run(learner (per device), key) -> Episodes`: one episode per environment.
 
     Runs `num_episodes` environments (split over the devices) with the algorithm's evaluation
@@ -260,7 +260,27 @@ def make_episode_runner(
             program(learner, dev.shard(runs_lib.per_device(keys, num_devices, runs), devices))
         )
 
-    return run_episodes
+    def peak_bytes(learner: Any) -> int:
+        lead = (num_devices, *((runs.num,) if runs else ()), per_device)
+        keys = jax.ShapeDtypeStruct((*lead, 2), jnp.uint32)
+        return flops.peak_bytes(program, learner, keys)
+
+    return EpisodeRunner(run_episodes, peak_bytes)
+
+
+class EpisodeRunner(NamedTuple):
+    """`make_episode_runner`'s function, `runner(learner, key) -> Episodes` (an `EvalResult`
+    from `make_evaluator`), and
+    `runner.peak_bytes(learner)`: the memory one call holds at once per device
+    (`flops.peak_bytes`), from the shapes of a learner (ShapeDtypeStructs will do) alone,
+    before anything is compiled, so an evaluation of more environments than a device can
+    hold is refused."""
+
+    run: Callable[[Any, jax.Array], Episodes]
+    peak_bytes: Callable[[Any], int]
+
+    def __call__(self, learner: Any, key: jax.Array) -> Episodes:
+        return self.run(learner, key)
 
 
 def make_evaluator(
@@ -273,9 +293,10 @@ def make_evaluator(
     devices: Sequence[jax.Device],
     runs: runs_lib.Runs | None = None,
     epsilon: float = 0.0,
-) -> Callable[[Any, jax.Array], EvalResult]:
+) -> EpisodeRunner:
     """`evaluate(learner (per device), key) -> EvalResult` with the evaluation policy (with
-    probability `epsilon` a uniformly random action instead); see `make_episode_runner`."""
+    probability `epsilon` a uniformly random action instead); see `make_episode_runner`
+    (its `peak_bytes` too)."""
     run = make_episode_runner(
         algo,
         env,
@@ -286,4 +307,4 @@ def make_evaluator(
         epsilon=epsilon,
         runs=runs,
     )
-    return lambda learner, key: run(learner, key).result
+    return EpisodeRunner(lambda learner, key: run(learner, key).result, run.peak_bytes)

@@ -105,6 +105,47 @@ def largest_value(fn: Callable, *args: Any, **kwargs: Any) -> int:
 _PER_DEVICE = ("shard_map", "xla_pmap")  # primitives whose body holds one device's values
 
 
+def peak_bytes(fn: Callable, *args: Any, **kwargs: Any) -> int:
+    """A lower bound on the memory one call of `fn` holds at once, per device for a pmapped
+    `fn`: the largest over its operations of the inputs and outputs one operation needs
+    together, where an operation with a body (a loop, a branch) holds its inputs (a loop's
+    carry) while its body runs. Tighter than `largest_value` for a program whose size is in
+    many arrays of one batch (an evaluation's observations, states, keys and activations)."""
+    closed = jax.make_jaxpr(fn)(*args, **kwargs)
+    inside = _peak(closed.jaxpr, inside=False)
+    return inside if inside is not None else _peak(closed.jaxpr, inside=True) or 0
+
+
+def _nbytes_of(atoms: Any) -> int:
+    total = 0
+    for v in atoms:
+        shape, dtype = getattr(v.aval, "shape", None), getattr(v.aval, "dtype", None)
+        if shape is not None and dtype is not None and not isinstance(v, jex_core.Literal):
+            total += math.prod(shape) * dtype.itemsize
+    return total
+
+
+def _peak(jaxpr: Any, inside: bool) -> int | None:
+    """`peak_bytes` of `jaxpr` counted `inside` a per-device body (None: none found)."""
+    best = None
+    for eqn in jaxpr.eqns:
+        held = _nbytes_of(eqn.invars)
+        body = inside or eqn.primitive.name in _PER_DEVICE
+        subs = [
+            sub
+            for value in eqn.params.values()
+            for sub in filter(
+                None, map(_sub, value if isinstance(value, (tuple, list)) else (value,))
+            )
+        ]
+        inner = [p for p in (_peak(sub, body) for sub in subs) if p is not None]
+        if inner:
+            best = max(best or 0, (held if inside else 0) + max(inner))
+        elif inside:
+            best = max(best or 0, held + _nbytes_of(eqn.outvars))
+    return best
+
+
 def _largest(jaxpr: Any, inside: bool) -> int | None:
     """The largest value of `jaxpr` counted `inside` a per-device body (None: none found)."""
     best = None

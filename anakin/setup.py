@@ -28,7 +28,7 @@ from anakin.config import (
     parse_sweeps,
     to_dict,
 )
-from anakin.types import Algorithm, AlgorithmEntry, Layout
+from anakin.types import Algorithm, AlgorithmEntry, Layout, RunnerState
 
 
 class Setup(NamedTuple):
@@ -407,15 +407,18 @@ def check_program_memory(s: Setup) -> None:
     devices' memory while it runs: an intermediate no shape of the state shows, such as the
     shuffles of a million SGD epochs or the per-step records of a million SGD steps per
     update. The program is lowered (the compile that follows reuses it) and its jaxpr's
-    largest value per device is weighed with the state beside it. Online programs only: an
-    offline program's largest value is its dataset, which `check_memory` counts."""
-    if s.dataset_meta is not None:
-        return
+    largest value per device is weighed with the state beside it. The training program of
+    online algorithms only (an offline program's largest value is its dataset, which
+    `check_memory` counts); the evaluation's of every algorithm, traced at its own size."""
     n = len(s.devices)
-    shapes = loop.state_shapes(
-        s.algorithm, s.env, s.env_params, s.cfg.arch.num_envs, n, runs=s.runs
-    )
-    if s.program.compiled(shapes):  # checked when it was lowered for the first config
+    if s.dataset_meta is not None:
+        shapes = None
+    else:
+        shapes = loop.state_shapes(
+            s.algorithm, s.env, s.env_params, s.cfg.arch.num_envs, n, runs=s.runs
+        )
+    _check_evaluation_memory(s, shapes)
+    if shapes is None or s.program.compiled(shapes):  # compiled: checked when it was lowered
         return
     s.program.lower(shapes)  # what the compile will compile; the jaxpr reuses its trace
     largest = flops_lib.largest_value(s.program.train, shapes)
@@ -432,6 +435,32 @@ def check_program_memory(s: Setup) -> None:
             f"here has {format_bytes(have)} available; lower the work of one update ("
             + ", ".join(f"algo.{f}={getattr(s.cfg.algo, f)}" for f in work)
             + f") or arch.updates_per_call={s.cfg.arch.updates_per_call}"
+        )
+
+
+def _check_evaluation_memory(s: Setup, shapes: RunnerState | None) -> None:
+    """Refuses (ValueError) an evaluation that would not fit beside the training state: its
+    environments, their keys and the policy's activations for all of a device's at once
+    (`flops.peak_bytes`); `check_memory`'s estimate counts only what environments hold."""
+    if s.evaluate is None:
+        return
+    n = len(s.devices)
+    learner = (
+        shapes.learner
+        if shapes is not None
+        else offline.offline_state_shapes(s.algorithm, n, runs=s.runs).learner
+    )
+    peak = s.evaluate.peak_bytes(learner)
+    state = _nbytes(shapes if shapes is not None else learner) // n
+    have = _available(s.devices)
+    if have is not None and state + peak > have:
+        from anakin.records import format_bytes
+
+        raise ValueError(
+            f"this run's evaluation holds {format_bytes(peak)} per device "
+            f"({s.cfg.eval.episodes // n:,} environments at once) but a "
+            f"{s.devices[0].platform} device here has {format_bytes(have)} available; lower "
+            f"eval.episodes={s.cfg.eval.episodes}"
         )
 
 

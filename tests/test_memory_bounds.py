@@ -40,6 +40,30 @@ def test_an_evaluation_too_large_names_eval_episodes(tmp_path, capsys, one_gib):
     assert "evaluation" in line and "lower eval.episodes" in line
 
 
+def test_an_evaluation_whose_activations_do_not_fit_is_refused(tmp_path, capsys, one_gib):
+    # 5M environments on one device hold about 0.5 GiB, which the estimate from shapes lets
+    # through; with the policy's activations and the keys the traced evaluation holds more.
+    line = refused(
+        tmp_path,
+        capsys,
+        *["impala", "--preset", "tiny", "--arch.num-devices", "1", "--eval.episodes", "5000000"],
+    )
+    assert line.startswith("anakin train: error: this run's evaluation holds ")
+    assert "(5,000,000 environments at once) but a cpu device here has 1.0 GiB" in line
+    assert line.endswith("lower eval.episodes=5000000")
+
+
+def test_peak_bytes_counts_what_one_operation_needs_at_once():
+    # (x * 2): 4,000 in and 4,000 out; then the matmul holds y, the 1000 x 10 ones and its
+    # 10 outputs: 4,000 + 40,000 + 40 bytes.
+    f = lambda x: (x * 2.0) @ jnp.ones((1000, 10))  # noqa: E731
+    assert flops.peak_bytes(f, jnp.ones((1000,))) == 44_040
+    # Under pmap, one device's values: a loop holds its 1,000-byte carry while its body's
+    # multiply holds 1,000 in and 1,000 out (literals count nothing).
+    g = jax.pmap(lambda x: jax.lax.fori_loop(0, 3, lambda i, c: c * 2.0, x))
+    assert flops.peak_bytes(g, jnp.ones((1, 250))) == 3_000
+
+
 def test_a_billion_sgd_epochs_are_refused_before_compiling(tmp_path, capsys, one_gib):
     line = refused(tmp_path, capsys, "ppo", "--preset", "tiny", "--algo.num-epochs", "1000000000")
     assert "program holds an array of" in line and "GiB per device" in line
