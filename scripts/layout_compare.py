@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -135,20 +136,40 @@ def to_threshold(result: dict, threshold: float) -> dict:
     }
 
 
-def table(algo: str, rows: list[dict], seeds: int, per_call: int) -> str:
+def describe(algo: str, seeds: int, per_call: int) -> dict:
+    """The result file's "layout" record: what was compared, with what."""
     from anakin import algorithms
 
+    entry = algorithms.get(algo)
+    return {
+        "algo": algo,
+        "num_seeds": seeds,
+        "per_call": per_call,
+        "cpu_count": os.cpu_count(),
+        "accelerator_flags": layout_flags(algo, "accelerator"),
+        "accelerator_settings": dict(entry.accelerator),
+        "adopted": bool(entry.accelerator),
+        "command": shlex.join(["python", "scripts/layout_compare.py", *sys.argv[1:]]),
+    }
+
+
+def table(doc: dict) -> list[str]:
+    """The markdown table of a result file (`{"layout": describe(...), "rows": [...]}`)."""
+    meta, rows = doc["layout"], doc["rows"]
+    seeds = meta["num_seeds"]
     out = [
-        f"# {algo}: `--arch.layout cpu` against `--arch.layout accelerator`",
-        "",
-        "Written by `python scripts/layout_compare.py` (this machine: "
-        f"{os.cpu_count()} CPU cores, {rows[0]['devices']} devices). {seeds} seeds per run in "
-        f"one program; the accelerator layout: `{' '.join(layout_flags(algo, 'accelerator'))}`"
-        f"{'' if algorithms.get(algo).accelerator else ' (a candidate, not adopted)'}. "
-        "Per seed the first program call whose mean training return reaches the threshold, "
-        f"read every {per_call:,} env steps or so; medians over seeds. `reached` counts the "
-        "seeds that got there (the others count as the whole run). Wall time is since the "
-        "process started, compiling included.",
+        f"Written by `{meta['command']}` ({meta['cpu_count']} CPU cores, "
+        f"{rows[0]['devices']} devices). {seeds} seeds per run in one program; the accelerator "
+        f"layout: `{' '.join(meta['accelerator_flags'])}`"
+        + (
+            f" ({', '.join(f'{k}={v}' for k, v in meta['accelerator_settings'].items())})"
+            if meta["adopted"]
+            else " (a candidate, not adopted)"
+        )
+        + ". Per seed the first program call whose mean training return reaches the "
+        f"threshold, read every {meta['per_call']:,} env steps or so; medians over seeds. "
+        "`reached` counts the seeds that got there (the others count as the whole run). Wall "
+        "time is since the process started, compiling included.",
         "",
         "| task (threshold) | layout | envs | env steps/s | reached | env steps to threshold "
         "| wall s to threshold | final greedy eval |",
@@ -165,7 +186,12 @@ def table(algo: str, rows: list[dict], seeds: int, per_call: int) -> str:
                 f"{m['sps']:,.0f} | {m['reached']}/{seeds} | {m['median_env_steps']:,.0f} | "
                 f"{m['median_wall_s']:.1f} | {m['mean_eval']:.2f} |"
             )
-    return "\n".join(out) + "\n"
+    return out
+
+
+def markdown(doc: dict) -> str:
+    title = f"# {doc['layout']['algo']}: `--arch.layout cpu` against `--arch.layout accelerator`"
+    return "\n".join([title, "", *table(doc)]) + "\n"
 
 
 def main() -> None:
@@ -199,9 +225,10 @@ def main() -> None:
                     )
                 row.setdefault("devices", "?")
                 rows.append(row)
+            doc = {"layout": describe(algo, a.num_seeds, a.per_call), "rows": rows}
             out = Path(a.results)
-            (out / f"layout_{algo}.json").write_text(json.dumps(rows, indent=1) + "\n")
-            (out / f"layout_{algo}.md").write_text(table(algo, rows, a.num_seeds, a.per_call))
+            (out / f"layout_{algo}.json").write_text(json.dumps(doc, indent=1) + "\n")
+            (out / f"layout_{algo}.md").write_text(markdown(doc))
 
 
 if __name__ == "__main__":

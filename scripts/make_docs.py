@@ -12,6 +12,8 @@ Kinds of file, told apart by their contents:
 - task suites (scripts/suite.py: a "suite" record): the aggregate scores per algorithm (IQM, mean,
   optimality gap, with 95% stratified bootstrap intervals) and the per-task table;
 - sweeps (scripts/suite_sweep.py: a "ranking"): the settings ranked by IQM;
+- layouts (scripts/layout_compare.py: a "layout" record) and long runs (scripts/stability.py:
+  a "stability" record): their tables, as those scripts print them;
 - throughput (scripts/bench.py: "main", "scaling", "replay", "profile", "cost";
   scripts/bench_purejaxrl.py: "args" with "purejaxrl"; scripts/bench_stoix.py: a "stoix_commit").
 A file of another kind is listed at the end, by name, until a table is written for it here.
@@ -29,7 +31,7 @@ from typing import Any
 if __name__ == "__main__" and not __package__:  # run as a file: import its siblings as `scripts`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scripts import suite_report, suite_sweep  # noqa: E402
+from scripts import layout_compare, stability, suite_report, suite_sweep  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "scripts" / "results"
@@ -164,6 +166,14 @@ def sweep_section(name: str, doc: dict[str, Any]) -> list[str]:
         "",
         *suite_sweep.ranking_table(doc["ranking"], list(doc["scales"])),
     ]
+
+
+def layout_section(name: str, doc: dict[str, Any]) -> list[str]:
+    return [f"### {name}", "", *layout_compare.table(doc)]
+
+
+def stability_section(name: str, doc: dict[str, Any]) -> list[str]:
+    return [f"### {name}", "", *stability.table(doc)]
 
 
 def bench_section(name: str, doc: dict[str, Any]) -> list[str]:
@@ -351,11 +361,17 @@ def stoix_section(name: str, doc: dict[str, Any]) -> list[str]:
     ]
 
 
-def kind(doc: dict[str, Any]) -> str | None:
+def kind(doc: Any) -> str | None:
+    if not isinstance(doc, dict):
+        return None
     if "suite" in doc and "summary" in doc:
         return "suite"
     if "ranking" in doc:
         return "sweep"
+    if "layout" in doc and "rows" in doc:
+        return "layout"
+    if "stability" in doc and "rows" in doc:
+        return "stability"
     if "stoix_commit" in doc:
         return "stoix"
     if "purejaxrl" in doc.get("args", {}):
@@ -377,6 +393,19 @@ PARTS = (  # (kind, heading, what the files hold, section)
         "Hyperparameter sweeps",
         "Settings of one algorithm over the suite's tasks, ranked by IQM.",
         sweep_section,
+    ),
+    (
+        "layout",
+        "Layouts",
+        "`--arch.layout cpu` against `--arch.layout accelerator` (or a candidate for one): env "
+        "steps and wall time to a score.",
+        layout_section,
+    ),
+    (
+        "stability",
+        "Stability",
+        "Long runs: does a learned task stay learned?",
+        stability_section,
     ),
     (
         "bench",
