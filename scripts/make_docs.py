@@ -12,6 +12,7 @@ Kinds of file, told apart by their contents:
 - task suites (scripts/suite.py: a "suite" record): the aggregate scores per algorithm (IQM, mean,
   optimality gap, with 95% stratified bootstrap intervals) and the per-task table;
 - sweeps (scripts/suite_sweep.py: a "ranking"): the settings ranked by IQM;
+- the reference table (scripts/reference.py: a "reference" record);
 - layouts (scripts/layout_compare.py: a "layout" record) and long runs (scripts/stability.py:
   a "stability" record): their tables, as those scripts print them;
 - throughput (scripts/bench.py: "main", "scaling", "replay", "profile", "cost";
@@ -31,7 +32,7 @@ from typing import Any
 if __name__ == "__main__" and not __package__:  # run as a file: import its siblings as `scripts`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scripts import layout_compare, stability, suite_report, suite_sweep  # noqa: E402
+from scripts import layout_compare, reference, stability, suite_report, suite_sweep  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "scripts" / "results"
@@ -166,6 +167,10 @@ def sweep_section(name: str, doc: dict[str, Any]) -> list[str]:
         "",
         *suite_sweep.ranking_table(doc["ranking"], list(doc["scales"])),
     ]
+
+
+def reference_section(name: str, doc: dict[str, Any]) -> list[str]:
+    return [f"### {name}", "", *reference.table(doc)]
 
 
 def layout_section(name: str, doc: dict[str, Any]) -> list[str]:
@@ -368,6 +373,8 @@ def kind(doc: Any) -> str | None:
         return "suite"
     if "ranking" in doc:
         return "sweep"
+    if "reference" in doc and "cells" in doc:
+        return "reference"
     if "layout" in doc and "rows" in doc:
         return "layout"
     if "stability" in doc and "rows" in doc:
@@ -387,6 +394,12 @@ PARTS = (  # (kind, heading, what the files hold, section)
         "Task suite",
         "anakin's algorithms with their defaults over many tasks.",
         suite_section,
+    ),
+    (
+        "reference",
+        "The published reference table",
+        "gymnax's reference PPO returns at their budgets, next to every algorithm's defaults.",
+        reference_section,
     ),
     (
         "sweep",

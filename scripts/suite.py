@@ -52,7 +52,8 @@ Sizes (--size): budgets per task family and seeds per task.
         pass --tasks without it to stay near 30 minutes for IMPALA, R2D2 and the baseline.
   full  8 seeds per task; classic 2M, bsuite 1M, misc 2M, MinAtar 10M, anything else 10M:
         for an accelerator.
---budget N or FAMILY=N overrides budgets; --budget-scale multiplies them (0.001: a quick check).
+--budget N, FAMILY=N or TASK=N overrides budgets; --budget-scale multiplies them (0.001: a quick
+check).
 
 Tasks (--tasks): any names `anakin envs` lists, and later suites' names ("craftax/...") pass
 through unchanged; env kwargs as NAME:key=value,key=value (integers stay integers here; anakin's
@@ -122,7 +123,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default=[],
         metavar="[FAMILY=]STEPS",
         help="env steps per seed for every family, or for one (repeatable): "
-        "classic, bsuite, misc, minatar, other, or a suite prefix such as craftax",
+        "classic, bsuite, misc, minatar, other, a suite prefix such as craftax, or one task "
+        "(CartPole-v1=150000), which wins over its family",
     )
     p.add_argument(
         "--budget-scale", type=float, default=1.0, help="multiply every budget (e.g. 0.01)"
@@ -259,7 +261,10 @@ def seeds_for(task: suite_tasks.Task, args: argparse.Namespace) -> int:
 
 
 def budget_for(task: suite_tasks.Task, args: argparse.Namespace) -> int:
-    base = args.budgets.get(task.family, args.budget_all or args.budgets["other"])
+    if task.spec in args.budgets:
+        base = args.budgets[task.spec]
+    else:
+        base = args.budgets.get(task.family, args.budget_all or args.budgets["other"])
     return max(1, int(round(base * args.budget_scale)))
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from anakin import stats
-from scripts import make_docs, suite, suite_ppo, suite_run, suite_tasks
+from scripts import make_docs, reference, suite, suite_ppo, suite_run, suite_tasks
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -156,6 +156,51 @@ def test_task_names_and_families():
     assert [suite_tasks.family(n) for n in names] == ["classic", "minatar", "misc"]
     with pytest.raises(ValueError, match="key=value"):
         suite_tasks.parse_task("Catch-bsuite:rows")
+
+
+def test_a_task_budget_wins_over_its_family():
+    args = suite.parse_args(
+        ["--tasks", "CartPole-v1", "Acrobot-v1", "--budget", "classic=1000"]
+        + ["--budget", "CartPole-v1=150000", "--algos", "ppo"]
+    )
+    assert [suite.budget_for(t, args) for t in args.task_list] == [150_000, 1000]
+
+
+def test_the_reference_table_marks_what_meets_the_published_return():
+    # Two tasks as scripts/suite.py records them: CartPole (random 20, published 500) and
+    # Acrobot (random -500, published -80, within 2% of 420 is -88.4 or better).
+    def run(algo, task, returns):
+        seeds = [{"final_return": r} for r in returns]
+        return {"algo": algo, "task": task, "status": "ok", "seeds": seeds,
+                "wall_time_s": 12.0, "env_steps": 1000}  # fmt: skip
+
+    suite_doc = {
+        "tasks": {
+            "CartPole-v1": {"random": {"mean": 20.0}},
+            "Acrobot-v1": {"random": {"mean": -500.0}},
+        },
+        "runs": [
+            run("ppo", "CartPole-v1", [500, 500]),
+            run("ppo", "Acrobot-v1", [-90.0, -88.0]),
+            run("dqn", "CartPole-v1", [500, 490]),
+            {"algo": "dqn", "task": "Acrobot-v1", "status": "failed", "error": "x"},
+        ],
+    }  # fmt: skip
+    cells = reference.cells(suite_doc, reference.PUBLISHED, tolerance=0.02)
+    assert [(c["algo"], c["task"], c.get("meets")) for c in cells] == [
+        ("ppo", "CartPole-v1", True),
+        ("ppo", "Acrobot-v1", False),  # mean -89 < -88.4
+        ("dqn", "CartPole-v1", True),  # mean 495 >= 500 - 0.02 * 480
+        ("dqn", "Acrobot-v1", None),
+    ]
+    meta = {"command": "python scripts/reference.py", "date": "2026-12-02", "cpu_count": 2}
+    meta |= {"tasks": ["CartPole-v1", "Acrobot-v1"], "num_seeds": 2, "eval_episodes": 8}
+    meta |= {"tolerance": 0.02, "published": reference.PUBLISHED}
+    lines = reference.table({"reference": meta, "cells": cells})
+    assert lines[-2] == (
+        "| CartPole-v1 (150,000) | 500 | 500 [500, 500] ok, 12 s | 495 [490, 500] ok, 12 s |"
+    )
+    assert lines[-1] == "| Acrobot-v1 (500,000) | -80 | -89.0 [-90.0, -88.0], 12 s | failed |"
 
 
 def test_docs_results_md_is_generated_from_the_result_files():

@@ -1,0 +1,206 @@
+"""gymnax's published reference table, met with every algorithm's defaults at its budgets.
+
+    python scripts/reference.py                      # discrete rows x IMPALA, PPO, DQN, R2D2;
+                                                     # continuous rows x PPO, SAC
+    python scripts/reference.py --minatar            # and the MinAtar rows (10M env steps each)
+    python scripts/reference.py --tasks CartPole-v1 --algos ppo --num-seeds 2
+
+The published column is gymnax's reference PPO agent per environment, the "Ckpt (Return)"
+column of gymnax's README (RobertTLange/gymnax), trained for the budget of its config in
+RobertTLange/gymnax-blines (`agents/<env>/ppo.yaml`, `num_train_steps`). Each row trains
+every algorithm's defaults through the task suite (scripts/suite.py: one `anakin train ALGO
+--env TASK --num-seeds N --arch.total-env-steps BUDGET` per cell, all seeds in one program)
+at that budget, and reads each seed's final greedy evaluation (--eval-episodes episodes per
+seed: UmbrellaChain's returns are +-1 per episode, so hundreds keep the noise below the gaps).
+A cell shows the mean over seeds with a 95% bootstrap interval, and `ok` where that mean meets
+or beats the published return (within --tolerance of the task's random-to-published range).
+
+Writes scripts/results/reference_gymnax.{json,md}; docs/results.md shows the table
+(scripts/make_docs.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+if __name__ == "__main__" and not __package__:  # run as a file: import its siblings as `scripts`
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+REPO = Path(__file__).resolve().parents[1]
+
+# task: (published return, published budget in env steps); source in the module docstring.
+PUBLISHED = {
+    "CartPole-v1": (500.0, 150_000),
+    "Acrobot-v1": (-80.0, 500_000),
+    "MountainCar-v0": (-118.0, 250_000),
+    "Catch-bsuite": (1.0, 100_000),
+    "DeepSea-bsuite": (0.0, 150_000),
+    "MemoryChain-bsuite": (0.1, 150_000),
+    "UmbrellaChain-bsuite": (1.0, 150_000),
+    "DiscountingChain-bsuite": (1.1, 150_000),
+    "FourRooms-misc": (1.0, 200_000),
+    "Pendulum-v1": (-130.0, 1_000_000),
+    "MountainCarContinuous-v0": (92.0, 1_000_000),
+    "Asterix-MinAtar": (15.0, 10_000_000),
+    "Breakout-MinAtar": (28.0, 10_000_000),
+    "Freeway-MinAtar": (58.0, 10_000_000),
+    "SpaceInvaders-MinAtar": (131.0, 10_000_000),
+}
+CONTINUOUS = ("Pendulum-v1", "MountainCarContinuous-v0")
+DISCRETE_ALGOS = ("impala", "ppo", "dqn", "r2d2")
+CONTINUOUS_ALGOS = ("ppo", "sac")
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--tasks", nargs="+", default=None, choices=list(PUBLISHED), metavar="TASK")
+    p.add_argument("--algos", nargs="+", default=None, help="default: each row's algorithms")
+    p.add_argument("--minatar", action="store_true", help="also the MinAtar rows (10M steps)")
+    p.add_argument("--num-seeds", type=int, default=4)
+    p.add_argument("--eval-episodes", type=int, default=256)
+    p.add_argument("--tolerance", type=float, default=0.02)
+    p.add_argument("--budget-scale", type=float, default=1.0, help="e.g. 0.05 for a quick check")
+    p.add_argument("--results", default=str(REPO / "scripts" / "results" / "reference_gymnax"))
+    args = p.parse_args(argv)
+    if args.tasks is None:
+        args.tasks = [t for t in PUBLISHED if args.minatar or not t.endswith("-MinAtar")]
+    return args
+
+
+def plan(args: argparse.Namespace) -> list[tuple[list[str], list[str]]]:
+    """(tasks, algorithms) groups: one suite run each."""
+    groups = []
+    for tasks, algos in (
+        ([t for t in args.tasks if t not in CONTINUOUS], DISCRETE_ALGOS),
+        ([t for t in args.tasks if t in CONTINUOUS], CONTINUOUS_ALGOS),
+    ):
+        chosen = [a for a in algos if args.algos is None or a in args.algos]
+        if tasks and chosen:
+            groups.append((tasks, chosen))
+    return groups
+
+
+def run_suite(tasks: list[str], algos: list[str], args, tmp: Path, i: int) -> dict:
+    prefix = tmp / f"suite{i}"
+    argv = [
+        sys.executable, str(REPO / "scripts" / "suite.py"), "--tasks", *tasks, "--algos", *algos,
+        "--num-seeds", str(args.num_seeds), "--eval-episodes", str(args.eval_episodes),
+        *[f"--budget={t}={max(1, int(PUBLISHED[t][1] * args.budget_scale))}" for t in tasks],
+        "--runs", str(tmp / f"runs{i}"), "--results", str(prefix), "--no-plot",
+    ]  # fmt: skip
+    subprocess.run(argv, check=True)
+    return json.loads(prefix.with_suffix(".json").read_text())
+
+
+def cells(suite_doc: dict, published: dict, tolerance: float, reps: int = 2000) -> list[dict]:
+    """One cell per (task, algorithm) run: seeds' final returns, mean, interval, meets."""
+    out = []
+    rng = np.random.default_rng(0)
+    for r in suite_doc["runs"]:
+        task = suite_doc["tasks"][r["task"]]
+        target = published[r["task"]][0]
+        cell = {"task": r["task"], "algo": r["algo"], "status": r["status"]}
+        if r["status"] == "ok":
+            returns = np.array([s["final_return"] for s in r["seeds"]], dtype=float)
+            boot = rng.choice(returns, (reps, len(returns))).mean(axis=1)
+            span = abs(target - task["random"]["mean"]) or 1.0
+            cell.update(
+                returns=returns.tolist(),
+                mean=float(returns.mean()),
+                ci=[float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))],
+                meets=bool(returns.mean() >= target - tolerance * span),
+                wall_time_s=r["wall_time_s"],
+                env_steps=r["env_steps"],
+            )
+        else:
+            cell["error"] = r.get("error")
+        out.append(cell)
+    return out
+
+
+def _num(x: float) -> str:
+    return f"{x:.0f}" if abs(x) >= 100 else f"{x:.1f}" if abs(x) >= 10 else f"{x:.2f}"
+
+
+def table(doc: dict) -> list[str]:
+    """The markdown table of a result file (`{"reference": ..., "cells": [...]}`)."""
+    meta = doc["reference"]
+    algos = list(dict.fromkeys(c["algo"] for c in doc["cells"]))
+    by = {(c["task"], c["algo"]): c for c in doc["cells"]}
+    lines = [
+        f"Written by `{meta['command']}` on {meta['date'][:10]} ({meta['cpu_count']} CPU "
+        f"cores): every algorithm's defaults, {meta['num_seeds']} seeds in one program per "
+        f"cell, final greedy evaluation of {meta['eval_episodes']} episodes per seed; the mean "
+        "over seeds with a 95% bootstrap interval, `ok` where it meets the published return "
+        f"(within {meta['tolerance']:.0%} of the random-to-published range), and the cell's "
+        "wall time (process start to end, compiling included). Published: gymnax's reference "
+        "PPO (README, RobertTLange/gymnax) at the budget of its config (gymnax-blines, "
+        "`agents/<env>/ppo.yaml`).",
+        "",
+        "| task (budget) | published | " + " | ".join(algos) + " |",
+        "|---|---:|" + "---:|" * len(algos),
+    ]
+    for task in meta["tasks"]:
+        target, budget = meta["published"][task]
+        budget = max(1, int(budget * meta.get("budget_scale", 1.0)))
+        row = [f"{task} ({budget:,})", f"{target:g}"]
+        for a in algos:
+            c = by.get((task, a))
+            if c is None:
+                row.append("")
+            elif c["status"] != "ok":
+                row.append("failed")
+            else:
+                lo, hi = c["ci"]
+                mark = " ok" if c["meets"] else ""
+                cell = f"{_num(c['mean'])} [{_num(lo)}, {_num(hi)}]{mark}"
+                row.append(f"{cell}, {c['wall_time_s']:.0f} s")
+        lines.append("| " + " | ".join(row) + " |")
+    return lines
+
+
+def markdown(doc: dict) -> str:
+    title = "# gymnax's reference table with anakin's defaults"
+    return "\n".join([title, "", *table(doc)]) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_args(argv)
+    all_cells = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, (tasks, algos) in enumerate(plan(args)):
+            suite_doc = run_suite(tasks, algos, args, Path(tmp), i)
+            all_cells += cells(suite_doc, PUBLISHED, args.tolerance)
+    doc = {
+        "reference": {
+            "command": shlex.join(["python", "scripts/reference.py", *argv]),
+            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "cpu_count": os.cpu_count(),
+            "tasks": args.tasks,
+            "published": {t: PUBLISHED[t] for t in args.tasks},
+            "num_seeds": args.num_seeds,
+            "eval_episodes": args.eval_episodes,
+            "tolerance": args.tolerance,
+            "budget_scale": args.budget_scale,
+        },
+        "cells": all_cells,
+    }
+    Path(f"{args.results}.json").write_text(json.dumps(doc, indent=1) + "\n")
+    Path(f"{args.results}.md").write_text(markdown(doc))
+    print(markdown(doc))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
