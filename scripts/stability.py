@@ -1,0 +1,257 @@
+"""Does a learned task stay learned? Long CartPole runs, several seeds in one program.
+
+    python scripts/stability.py                          # every candidate below
+    python scripts/stability.py --only impala            # candidates whose name has this
+    python scripts/stability.py --budget 1500000 --num-seeds 4
+
+Each candidate is one `anakin train` command (its flags on the algorithm's default preset;
+`--sweep` crosses settings with the seeds in the same program) run for 10x the published
+CartPole budget (150k env steps, gymnax's reference table). Read from metrics.jsonl per run
+(seed x setting), once per program call of about --per-call env steps:
+
+- `below half`: the share of call means after the first --settle env steps that fall below
+  half the best call mean of any run of the command (a learned task that is lost again);
+- `to 475`: env steps until the call mean first reaches 475;
+- `worst`: the lowest call mean after --settle; `final eval`: the greedy evaluation at the end.
+
+Writes scripts/results/stability.{json,md}; the per-run call means are kept in the JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TASK = "CartPole-v1"
+
+# IMPALA's defaults before this sweep: 8 minibatches per rollout, Acme's Adam b2 of 0.99.
+BEFORE = ["--algo.num-sgd-steps-per-step", "8", "--algo.adam-b2", "0.99"]
+
+
+def _minibatches(n: int, *rest: str) -> list[str]:
+    return ["--algo.num-sgd-steps-per-step", str(n), *rest]
+
+
+# name: (algorithm, flags on its default preset)
+CANDIDATES = {
+    # (other seeds than the sweep's, which holds the same setting)
+    "impala": ("impala", ["--arch.seed", "100"]),
+    "impala before": ("impala", BEFORE),
+    "impala before, lr": ("impala", [*BEFORE, "--sweep", "algo.learning_rate=1e-3,5e-4"]),
+    "impala before, 4 minibatches": ("impala", _minibatches(4, "--algo.adam-b2", "0.99")),
+    "impala before, 2 minibatches": ("impala", _minibatches(2, "--algo.adam-b2", "0.99")),
+    "impala before, 1 minibatch": ("impala", _minibatches(1, "--algo.adam-b2", "0.99")),
+    "impala before, entropy": ("impala", [*BEFORE, "--sweep", "algo.entropy_cost=0.01,0.003"]),
+    "impala before, more entropy": ("impala", [*BEFORE, "--sweep", "algo.entropy_cost=0.05,0.1"]),
+    "impala before, clip": ("impala", [*BEFORE, "--sweep", "algo.max_grad_norm=1,0.5"]),
+    "impala before, adam b1": ("impala", [*BEFORE, "--algo.adam-b1", "0.9"]),
+    "impala before, adam eps": ("impala", [*BEFORE, "--sweep", "algo.adam_eps=1e-5,1e-3,1e-2"]),
+    "impala 8 minibatches, adam b2": (
+        "impala",
+        _minibatches(8, "--sweep", "algo.adam_b2=0.999,0.9999"),
+    ),
+    "impala 4 minibatches, adam b2": (
+        "impala",
+        _minibatches(4, "--sweep", "algo.adam_b2=0.999,0.9999"),
+    ),
+    "impala 2 minibatches, adam b2": (
+        "impala",
+        _minibatches(2, "--sweep", "algo.adam_b2=0.999,0.9999"),
+    ),
+    "ppo": ("ppo", []),
+    "dqn": ("dqn", []),
+    "r2d2": ("r2d2", []),
+}
+
+
+def updates_per_call(algo: str, flags: list[str], per_call: int) -> int:
+    """Updates per program call for about `per_call` env steps per call, so every command is
+    read at the same resolution."""
+    from anakin import _xla, launch
+
+    arch = launch.resolve_config(algo, flags=flags)[0].arch
+    devices = _xla.cpu_device_count() if launch.dev.platform() == "cpu" else 1
+    envs = arch.envs_per_device * devices if arch.envs_per_device else arch.num_envs
+    return max(1, per_call // (envs * arch.rollout_length))
+
+
+def _without_sweep(flags: list[str]) -> list[str]:
+    out, skip = [], False
+    for f in flags:
+        if skip:
+            skip = False
+        elif f == "--sweep":
+            skip = True
+        else:
+            out.append(f)
+    return out
+
+
+def train(name: str, algo: str, flags: list[str], args: argparse.Namespace, runs: Path) -> dict:
+    run_name = name.replace(" ", "-")
+    upc = updates_per_call(algo, _without_sweep(flags), args.per_call)
+    argv = [
+        sys.executable, "-m", "anakin.cli", "train", algo, "--env", TASK, *flags,
+        "--num-seeds", str(args.num_seeds), "--arch.total-env-steps", str(args.budget),
+        "--arch.updates-per-call", str(upc), "--quiet", "--checkpoint.no-enabled",
+        "--out", str(runs), "--run-name", run_name,
+    ]  # fmt: skip
+    t0 = time.monotonic()
+    proc = subprocess.run(argv, capture_output=True, text=True)
+    wall = time.monotonic() - t0
+    if proc.returncode != 0:
+        return {"name": name, "error": proc.stderr.strip().splitlines()[-1:], "process_s": wall}
+    run = runs / run_name
+    calls = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    summary = json.loads((run / "summary.json").read_text())
+    derived = json.loads((run / "config.json").read_text())["derived"]
+    settings = [
+        ", ".join(f"{k}={v}" for k, v in r.items() if k != "seed") or "defaults"
+        for r in derived["runs"] or [{"seed": 0}]
+    ]
+    per_run = []
+    for i, setting in enumerate(settings):
+        means = [(c["env_steps"], c["per_run"][i].get("mean_return")) for c in calls]
+        per_run.append(
+            {
+                "setting": setting,
+                "calls": means,
+                "eval": summary["per_run"][i].get("eval_mean_return"),
+            }
+        )
+    return {
+        "name": name,
+        "algo": algo,
+        "flags": flags,
+        "process_s": wall,
+        "sps": summary["sps"],
+        "per_run": per_run,
+    }
+
+
+def judge(result: dict, settle: int) -> list[dict]:
+    """One row per setting of a command: its seeds pooled."""
+    runs = result["per_run"]
+    best = max(m for r in runs for _, m in r["calls"] if m is not None)
+    rows = []
+    for setting in dict.fromkeys(r["setting"] for r in runs):
+        mine = [r for r in runs if r["setting"] == setting]
+        late = [m for r in mine for s, m in r["calls"] if s > settle and m is not None]
+        reach = []
+        for r in mine:
+            hit = next((s for s, m in r["calls"] if m is not None and m >= 475), None)
+            reach.append(hit)
+        reached = [h for h in reach if h is not None]
+        rows.append(
+            {
+                "name": result["name"],
+                "setting": setting,
+                "seeds": len(mine),
+                "below_half": sum(m < best / 2 for m in late) / max(1, len(late)),
+                "worst": min(late) if late else None,
+                "reached": len(reached),
+                "median_to_475": statistics.median(reached) if reached else None,
+                "evals": [r["eval"] for r in mine],
+                "sps": result["sps"],
+            }
+        )
+    return rows
+
+
+def table(doc: dict) -> list[str]:
+    """The markdown table of a result file (`{"stability": ..., "rows": [...], ...}`)."""
+    meta, rows = doc["stability"], doc["rows"]
+    out = [
+        f"Written by `{meta['command']}` ({meta['cpu_count']} CPU cores): {TASK}, "
+        f"{meta['budget']:,} env steps per run, {meta['num_seeds']} seeds. Each command trains "
+        "the algorithm's default preset with the flags shown, its seeds (and any sweep) in one "
+        f"program. `below half`: the share of per-seed call means after the first "
+        f"{meta['settle']:,} env steps below half the best call mean of the command; `worst`: "
+        "the lowest of them; `to 475`: median env steps until a seed's call mean first reaches "
+        "475 (of the seeds that did); `final eval`: each seed's greedy evaluation at the end; "
+        "env steps/s: the whole program's, all of its runs together (rows of one sweep share it; "
+        "compare it only between rows measured alike, as it also falls when another job runs "
+        "beside).",
+        "",
+        "| command | setting | below half | worst | reached 475 | to 475 | final eval | "
+        "env steps/s |",
+        "|---|---|---:|---:|---:|---:|---|---:|",
+    ]
+    for r in rows:
+        evals = " ".join(f"{e:.0f}" if e is not None else "-" for e in r["evals"])
+        worst = f"{r['worst']:.0f}" if r["worst"] is not None else "-"
+        to = f"{r['median_to_475']:,.0f}" if r["median_to_475"] is not None else "-"
+        out.append(
+            f"| {r['name']} | {r['setting']} | {r['below_half']:.1%} | {worst} | "
+            f"{r['reached']}/{r['seeds']} | {to} | {evals} | {r['sps']:,.0f} |"
+        )
+    return out
+
+
+def markdown(doc: dict) -> str:
+    return "\n".join(["# Stability: does a learned task stay learned?", "", *table(doc)]) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", action="append", default=[])
+    parser.add_argument("--budget", type=int, default=1_500_000)
+    parser.add_argument("--settle", type=int, default=500_000)
+    parser.add_argument("--num-seeds", type=int, default=4)
+    parser.add_argument("--per-call", type=int, default=16_384)
+    parser.add_argument("--results", default="scripts/results/stability")
+    parser.add_argument(
+        "--exact", action="store_true", help="--only names whole candidates, not parts of them"
+    )
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the other candidates' runs of the results file, replacing the ones re-run",
+    )
+    args = parser.parse_args()
+    chosen = {
+        k: v
+        for k, v in CANDIDATES.items()
+        if not args.only or any(o == k if args.exact else o in k for o in args.only)
+    }
+    results, rows = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, (algo, flags) in chosen.items():
+            result = train(name, algo, flags, args, Path(tmp))
+            results.append(result)
+            if "error" in result:
+                print(f"{name}: {result['error']}", flush=True)
+                continue
+            for row in judge(result, args.settle):
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    if args.merge and Path(f"{args.results}.json").exists():
+        kept = json.loads(Path(f"{args.results}.json").read_text())["runs"]
+        done = {r["name"] for r in results}
+        results = [r for r in kept if r["name"] not in done] + results
+        order = list(CANDIDATES)
+        results.sort(key=lambda r: order.index(r["name"]) if r["name"] in order else len(order))
+        rows = [row for r in results if "error" not in r for row in judge(r, args.settle)]
+    meta = {
+        **{k: v for k, v in vars(args).items() if k not in ("results", "only", "exact", "merge")},
+        "cpu_count": os.cpu_count(),
+        "command": shlex.join(
+            ["python", "scripts/stability.py", *([] if args.merge else sys.argv[1:])]
+        ),
+    }
+    doc = {"stability": meta, "rows": rows, "runs": results}
+    Path(f"{args.results}.json").write_text(json.dumps(doc) + "\n")
+    Path(f"{args.results}.md").write_text(markdown(doc))
+    print(markdown(doc))
+
+
+if __name__ == "__main__":
+    main()
