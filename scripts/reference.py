@@ -71,6 +71,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--tolerance", type=float, default=0.02)
     p.add_argument("--budget-scale", type=float, default=1.0, help="e.g. 0.05 for a quick check")
     p.add_argument("--results", default=str(REPO / "scripts" / "results" / "reference_gymnax"))
+    p.add_argument("--runs", default=str(REPO / "runs" / "reference"), help="run directories")
+    p.add_argument("--reuse", action="store_true", help="read finished runs instead of rerunning")
     args = p.parse_args(argv)
     if args.tasks is None:
         args.tasks = [t for t in PUBLISHED if args.minatar or not t.endswith("-MinAtar")]
@@ -92,11 +94,13 @@ def plan(args: argparse.Namespace) -> list[tuple[list[str], list[str]]]:
 
 def run_suite(tasks: list[str], algos: list[str], args, tmp: Path, i: int) -> dict:
     prefix = tmp / f"suite{i}"
+    runs = Path(args.runs) / f"group{i}"
     argv = [
         sys.executable, str(REPO / "scripts" / "suite.py"), "--tasks", *tasks, "--algos", *algos,
         "--num-seeds", str(args.num_seeds), "--eval-episodes", str(args.eval_episodes),
         *[f"--budget={t}={max(1, int(PUBLISHED[t][1] * args.budget_scale))}" for t in tasks],
-        "--runs", str(tmp / f"runs{i}"), "--results", str(prefix), "--no-plot",
+        "--runs", str(runs), "--results", str(prefix), "--no-plot",
+        *(["--reuse"] if args.reuse else []),
     ]  # fmt: skip
     subprocess.run(argv, check=True)
     return json.loads(prefix.with_suffix(".json").read_text())
