@@ -212,7 +212,8 @@ def fit_to_devices(algo_name: str, cfg: TrainConfig, explicit: frozenset[str] | 
     and the replay's `batch_size` rounded up to a multiple of the devices and its capacity to
     one of the environments. The returned Setup's `cfg` is what trains and is recorded; its
     `notes` say what changed. A config that fits nowhere raises the error of the config as
-    given, so a user's own value is refused by name as before."""
+    given, so a user's own value is refused by name as before; where that error is about the
+    devices and a fitted config meets another, the other."""
     if explicit is None:
         return setup(algo_name, cfg)
     check_fields(cfg)
@@ -242,12 +243,15 @@ def fit_to_devices(algo_name: str, cfg: TrainConfig, explicit: frozenset[str] | 
         for p in per_device
         for keep_slots in (False, True)
     )
+    beyond = None  # the first fitted config's own error, if it is not about the devices
     for fitted in candidates:
         if fitted == cfg:
             continue
         try:
             prepared = setup(algo_name, fitted)
-        except ValueError:
+        except ValueError as e:
+            if beyond is None and "devices" not in str(e):
+                beyond = e
             continue
         changed = [
             f"{name} {_get(cfg, name)} -> {_get(fitted, name)}"
@@ -259,7 +263,9 @@ def fit_to_devices(algo_name: str, cfg: TrainConfig, explicit: frozenset[str] | 
             'docs/usage.md, "Devices")'
         )
         return prepared._replace(notes=(note,))
-    raise first
+    # Counts that divide then meet another refusal (say SAC on discrete actions): that one is
+    # what the user must fix, not the count the fit would have changed.
+    raise beyond if beyond is not None and "devices" in str(first) else first
 
 
 def _get(cfg: Any, dotted: str) -> Any:

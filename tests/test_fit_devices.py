@@ -199,3 +199,13 @@ def test_the_accelerator_layout_changes_the_default_preset_and_keeps_what_you_se
             launch.resolve(algo, flags=["--arch.layout", "accelerator"])
     with pytest.raises(ValueError, match=r"arch.layout='gpu' must be one of"):
         launch.resolve("impala", flags=[], settings={"arch.layout": "gpu"})
+
+
+def test_a_refusal_beyond_the_device_count_is_the_one_named():
+    # SAC's 16 environments do not divide over 3 devices, but fitted they would: what stops
+    # the run is CartPole's discrete actions, and that is what the user reads.
+    with pytest.raises(ValueError, match="SAC needs continuous actions"):
+        launch.resolve("sac", flags=["--arch.num-devices", "3"])
+    # A count the user set is still refused by name.
+    with pytest.raises(ValueError, match="arch.num_envs=16 does not divide over 3 devices"):
+        launch.resolve("sac", flags=["--arch.num-devices", "3", "--arch.num-envs", "16"])
