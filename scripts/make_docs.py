@@ -12,7 +12,8 @@ Kinds of file, told apart by their contents:
 - task suites (scripts/suite.py: a "suite" record): the aggregate scores per algorithm (IQM, mean,
   optimality gap, with 95% stratified bootstrap intervals) and the per-task table;
 - sweeps (scripts/suite_sweep.py: a "ranking"): the settings ranked by IQM;
-- the reference table (scripts/reference.py: a "reference" record);
+- the reference table (scripts/reference.py: a "reference" record), time to a score
+  (scripts/time_to_score.py: a "time_to_score" record);
 - layouts (scripts/layout_compare.py: a "layout" record) and long runs (scripts/stability.py:
   a "stability" record): their tables, as those scripts print them;
 - throughput (scripts/bench.py: "main", "scaling", "replay", "profile", "cost";
@@ -32,7 +33,14 @@ from typing import Any
 if __name__ == "__main__" and not __package__:  # run as a file: import its siblings as `scripts`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scripts import layout_compare, reference, stability, suite_report, suite_sweep  # noqa: E402
+from scripts import (  # noqa: E402
+    layout_compare,
+    reference,
+    stability,
+    suite_report,
+    suite_sweep,
+    time_to_score,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "scripts" / "results"
@@ -171,6 +179,10 @@ def sweep_section(name: str, doc: dict[str, Any]) -> list[str]:
 
 def reference_section(name: str, doc: dict[str, Any]) -> list[str]:
     return [f"### {name}", "", *reference.table(doc)]
+
+
+def time_to_score_section(name: str, doc: dict[str, Any]) -> list[str]:
+    return [f"### {name}", "", *time_to_score.table(doc)]
 
 
 def layout_section(name: str, doc: dict[str, Any]) -> list[str]:
@@ -375,6 +387,8 @@ def kind(doc: Any) -> str | None:
         return "sweep"
     if "reference" in doc and "cells" in doc:
         return "reference"
+    if "time_to_score" in doc and "rows" in doc:
+        return "time_to_score"
     if "layout" in doc and "rows" in doc:
         return "layout"
     if "stability" in doc and "rows" in doc:
@@ -406,6 +420,12 @@ PARTS = (  # (kind, heading, what the files hold, section)
         "Hyperparameter sweeps",
         "Settings of one algorithm over the suite's tasks, ranked by IQM.",
         sweep_section,
+    ),
+    (
+        "time_to_score",
+        "Time to a score",
+        "Every algorithm's defaults: env steps and wall-clock seconds until a threshold.",
+        time_to_score_section,
     ),
     (
         "layout",
