@@ -131,14 +131,7 @@ def _peak(jaxpr: Any, inside: bool) -> int | None:
     for eqn in jaxpr.eqns:
         held = _nbytes_of(eqn.invars)
         body = inside or eqn.primitive.name in _PER_DEVICE
-        subs = [
-            sub
-            for value in eqn.params.values()
-            for sub in filter(
-                None, map(_sub, value if isinstance(value, (tuple, list)) else (value,))
-            )
-        ]
-        inner = [p for p in (_peak(sub, body) for sub in subs) if p is not None]
+        inner = [p for p in (_peak(sub, body) for sub in _bodies(eqn)) if p is not None]
         if inner:
             best = max(best or 0, (held if inside else 0) + max(inner))
         elif inside:
@@ -156,10 +149,18 @@ def _largest(jaxpr: Any, inside: bool) -> int | None:
                 if shape is not None and dtype is not None:
                     best = max(best or 0, math.prod(shape) * dtype.itemsize)
         body = inside or eqn.primitive.name in _PER_DEVICE
-        for value in eqn.params.values():
-            subs = value if isinstance(value, (tuple, list)) else (value,)  # cond's branches
-            for sub in filter(None, map(_sub, subs)):
-                inner = _largest(sub, body)
-                if inner is not None:
-                    best = max(best or 0, inner)
+        for sub in _bodies(eqn):
+            inner = _largest(sub, body)
+            if inner is not None:
+                best = max(best or 0, inner)
     return best
+
+
+def _bodies(eqn: Any) -> list[Any]:
+    """The open jaxprs an equation holds (a loop's body, a cond's branches, a pmap's)."""
+    return [
+        sub
+        for value in eqn.params.values()
+        for sub in map(_sub, value if isinstance(value, (tuple, list)) else (value,))
+        if sub is not None
+    ]
