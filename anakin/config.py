@@ -59,9 +59,9 @@ class ArchConfig:
         at reset.
       layout: the default preset's layout: "cpu" (few environments, as the preset is written;
         it learns fast on a few cores), "accelerator" (the algorithm's `accelerator` settings
-        on top: more environments per device and the batch sizes that go with them, for a GPU
-        or TPU), or "auto" (by the platform of the devices found). Values you set yourself
-        are kept; other presets keep their own layout. config.json records the one used.
+        on top: more environments and the batch sizes that go with them, for a GPU or TPU),
+        or "auto" (by the platform of the devices found). Values you set yourself are kept;
+        other presets keep their own layout. config.json records the one used.
     """
 
     num_envs: int = 64

@@ -199,8 +199,10 @@ def resolve(algo: str, *, force: bool = False, **request: Any) -> Launch:
         check_device_count(Path(resume), len(dev.select(cfg.arch.num_devices)))
     explicit = explicit_settings(request)
     prepared = setup.fit_to_devices(algo, cfg, explicit)
-    if explicit is not None and request.get("preset") in (None, "default"):
-        note = describe_layout(algo, prepared.cfg.arch.layout)
+    # (a run saved before layouts existed records none: "auto", and is described by nothing)
+    layout = prepared.cfg.arch.layout
+    if explicit is not None and request.get("preset") in (None, "default") and layout != "auto":
+        note = describe_layout(algo, layout)
         prepared = prepared._replace(notes=(note, *prepared.notes))
     if saved is not None:
         check_same_dataset(Path(resume), prepared, force)
