@@ -234,7 +234,7 @@ def collect(
     epsilon: float = 0.0,
     max_steps: int | None = None,
     seed: int = 0,
-    run: int = 0,
+    run: int | None = None,
     overwrite: bool = False,
 ) -> dict[str, Any]:
     """Record a saved policy's episodes (its evaluation policy, plus random actions with
@@ -249,7 +249,7 @@ def collect(
       epsilon: probability of a uniformly random (legal) action at each step.
       max_steps: step limit per episode (default: the run's eval.max_steps).
       seed: the recording's seed.
-      run: which run of a seeds/sweep checkpoint.
+      run: which run of a seeds/sweep checkpoint (default 0; with PBT, the best member).
       overwrite: replace an existing file at out.
     """
     _xla.prepare_host()
@@ -278,7 +278,7 @@ def render(
     max_steps: int = 1000,
     fps: int = 30,
     seed: int = 0,
-    run: int = 0,
+    run: int | None = None,
     overwrite: bool = False,
 ) -> dict[str, Any]:
     """Film a saved policy: play its evaluation policy on device and write every step as a
@@ -293,7 +293,7 @@ def render(
       max_steps: frames per episode at most.
       fps: frames per second.
       seed: the episodes' seed.
-      run: which run of a seeds/sweep checkpoint.
+      run: which run of a seeds/sweep checkpoint (default 0; with PBT, the best member).
       overwrite: replace an existing file at out.
     """
     _xla.prepare_host()
@@ -328,7 +328,7 @@ class Policy:
       config: the run's `TrainConfig`.
     """
 
-    def __init__(self, saved: Any, run: int):
+    def __init__(self, saved: Any, run: int | None):
         self._algo, learner = saved.run(run)
         self._learner = jax.tree.map(jax.numpy.asarray, learner)
         self.env, self.env_params, self.spec = saved.env, saved.env_params, saved.spec
@@ -360,12 +360,13 @@ def load_policy(
     run_dir: str | Path,
     *,
     step: int | None = None,
-    run: int = 0,
+    run: int | None = None,
     env: Any = None,
     env_params: Any = None,
 ) -> Policy:
     """The evaluation policy of a saved run's checkpoint (default: the newest), on this
-    machine, whatever devices trained it; `run` picks one run of a multi-seed/sweep run.
+    machine, whatever devices trained it; `run` picks one run of a multi-seed/sweep run
+    (default 0; with PBT, the member with the best fitness at the last exploit step).
     A run trained on an environment object needs the object again (`env`, `env_params`);
     once given, `evaluate`, `collect` and `render` find it in this process too."""
     _xla.prepare_host()

@@ -215,6 +215,32 @@ class GuardConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class PBTConfig:
+    """Population-based training over the runs of one program (`--pbt`; see
+    `anakin.population`): every `interval` env steps, inside the compiled program, the worst
+    `fraction` of the runs (by mean return since the last step) copy the learner state and the
+    swept hyperparameters of runs drawn from the best `fraction`, and perturb them.
+
+    Attributes:
+      enabled: train the runs of --num-seeds x --sweep as one population (`--pbt`); the sweep's
+        fields and values are the search space and its starting points.
+      interval: env steps of each run between two exploit/explore steps (rounded to whole
+        learner updates).
+      fraction: the share of the population replaced at each step, and the share copied from.
+      resample: the chance that a copied hyperparameter is drawn again from the sweep's values
+        rather than multiplied by 0.8 or 1.25.
+      copy_replay: a replaced run also copies its parent's replay (off: each keeps its own, and
+        a step moves no replay memory).
+    """
+
+    enabled: bool = False
+    interval: int = 50_000
+    fraction: float = 0.25
+    resample: float = 0.25
+    copy_replay: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
 class TrainConfig(Generic[AlgoConfigT]):
     """Everything a training run needs.
 
@@ -230,6 +256,7 @@ class TrainConfig(Generic[AlgoConfigT]):
       sweep: hyperparameter values to cross with the seeds in the same program, each
         "algo.FIELD=v1,v2,..." (FIELD a float field of the algorithm config that changes no
         shapes, e.g. algo.learning_rate=1e-4,3e-4,1e-3).
+      pbt: population-based training over those runs (`--pbt`).
       arch: layout over devices and program calls.
       eval: evaluation during and after training.
       checkpoint: how often to checkpoint, and how many to keep.
@@ -248,6 +275,7 @@ class TrainConfig(Generic[AlgoConfigT]):
     dataset: str = resumable("")
     num_seeds: int = 1
     sweep: tuple[str, ...] = ()
+    pbt: PBTConfig = PBTConfig()
     arch: ArchConfig = ArchConfig()
     eval: EvalConfig = resumable(EvalConfig())
     checkpoint: CheckpointConfig = resumable(CheckpointConfig())
@@ -349,6 +377,9 @@ FIELDS: dict[str, Range | Count] = {
     "render.max_steps": _ONE_UP,
     "render.fps": _ONE_UP,
     "guard.patience": _ONE_UP,
+    "pbt.interval": Count(1, None),
+    "pbt.fraction": Range(0.0, 0.5, low_open=True),
+    "pbt.resample": _UNIT,
     # NetworkConfig
     "network.hidden_sizes": Count(1, min_items=1),
     "network.conv_channels": _ONE_UP,

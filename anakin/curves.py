@@ -11,6 +11,7 @@ group's final returns (the last evaluation, or the last training return) is retu
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import defaultdict
 from collections.abc import Sequence
@@ -73,8 +74,10 @@ def _runs_of(run_dir: Path) -> list[tuple[dict[str, Any], Series]]:
     if "per_run" not in records[0]:
         return [(base, series(records))]
     out = []
+    pbt = description["config"].get("pbt", {}).get("enabled", False)
     for i, run in enumerate(records[0]["per_run"]):
-        swept = {k: v for k, v in run.items() if k.startswith("algo.")}
+        # A PBT population is one group: its members' values change as they train.
+        swept = {} if pbt else {k: v for k, v in run.items() if k.startswith("algo.")}
         out.append(({**base, **swept}, series([r["per_run"][i] for r in records])))
     return out
 
@@ -184,3 +187,110 @@ def table(rows: list[dict[str, Any]]) -> str:
         )
         lines.append(f"| {r['group']} | {r['runs']} | {cell} |")
     return "\n".join(lines)
+
+
+class PopulationHistory(NamedTuple):
+    """A PBT run's exploit/explore steps, from its metrics.jsonl (arrays [steps, members])."""
+
+    env_steps: np.ndarray  # [S]
+    fitness: np.ndarray  # NaN: no episode completed in that interval
+    parent: np.ndarray  # int
+    hparams: dict[str, np.ndarray]  # the values each member trained with after the step
+    initial: dict[str, np.ndarray]  # [members], the values before the first step
+
+
+def population_history(run_dir: str | Path) -> PopulationHistory:
+    """The exploit/explore steps a PBT run recorded, or ValueError when it has none."""
+    run_dir = Path(run_dir)
+    description = json.loads((run_dir / "config.json").read_text())
+    if not description["config"].get("pbt", {}).get("enabled", False):
+        raise ValueError(f"{run_dir} did not train with --pbt")
+    records = logger.read_metrics(run_dir)
+    steps = [s for r in records for s in r.get("pbt", [])]
+    if not steps:
+        raise ValueError(f"{run_dir}: metrics.jsonl holds no exploit/explore step yet")
+    names = list(steps[0]["hparams"])
+    initial = _starting_values(description["config"])
+    return PopulationHistory(
+        env_steps=np.array([s["env_steps"] for s in steps], float),
+        fitness=np.array(
+            [[np.nan if f is None else f for f in s["fitness"]] for s in steps], float
+        ),
+        parent=np.array([s["parent"] for s in steps], int),
+        hparams={k: np.array([s["hparams"][k] for s in steps], float) for k in names},
+        initial={k: np.asarray(v, float) for k, v in initial.items()},
+    )
+
+
+def _starting_values(config: dict[str, Any]) -> dict[str, list[float]]:
+    """Each run's swept values before training, as `config.expand_runs` lists them (seeds
+    fastest), from a config.json's "sweep" and "num_seeds"."""
+    sweeps = {}
+    for item in config.get("sweep", []):
+        name, _, values = item.partition("=")
+        sweeps[name.strip().removeprefix("algo.")] = [float(v) for v in values.split(",")]
+    out: dict[str, list[float]] = {k: [] for k in sweeps}
+    for values in itertools.product(*sweeps.values()):
+        for _ in range(config.get("num_seeds", 1)):
+            for k, v in zip(sweeps, values, strict=True):
+                out[k].append(v)
+    return out
+
+
+def plot_population(run_dir: str | Path, out: str | Path = "population.png") -> Path:
+    """Draws a PBT run's hyperparameter schedules (one panel per searched field: each member's
+    value against env steps) and its lineage (each member's place at each step, a line from
+    the member it copied where it copied one, coloured by fitness) into `out`."""
+    history = population_history(run_dir)
+    out = Path(out)
+    if out.suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise ValueError(f"--out {out}: write a .png, .svg or .pdf file")
+    try:
+        import matplotlib
+    except ImportError:
+        raise ValueError('plotting needs matplotlib: pip install -e ".[plot]"') from None
+    matplotlib.use("Agg")
+    from matplotlib import colormaps
+    from matplotlib.figure import Figure
+
+    names = list(history.hparams)
+    members = history.parent.shape[1]
+    fig = Figure(figsize=(6 * (len(names) + 1), 4))
+    axes = fig.subplots(1, len(names) + 1, squeeze=False)[0]
+    x = np.concatenate([[0.0], history.env_steps])
+    colours = colormaps["tab10" if members <= 10 else "viridis"]
+    for ax, name in zip(axes, names, strict=False):
+        values = np.concatenate([history.initial[name][None], history.hparams[name]])
+        for m in range(members):
+            ax.step(
+                x,
+                values[:, m],
+                where="post",
+                color=colours(m % 10 if members <= 10 else m / members),
+                lw=1,
+            )
+        if np.all(values > 0):
+            ax.set_yscale("log")
+        ax.set_title(f"algo.{name}")
+        ax.set_xlabel("env steps")
+        ax.grid(alpha=0.3)
+    ax = axes[-1]
+    finite = history.fitness[np.isfinite(history.fitness)]
+    lo, hi = (finite.min(), finite.max()) if finite.size else (0.0, 1.0)
+    cmap = colormaps["viridis"]
+    for s in range(len(history.env_steps)):
+        x0 = x[s]
+        x1 = history.env_steps[s]
+        for m in range(members):
+            p = history.parent[s, m]
+            f = history.fitness[s, p]
+            shade = cmap(0.5 if not np.isfinite(f) or hi == lo else (f - lo) / (hi - lo))
+            ax.plot([x0, x1], [p, m], color=shade, lw=2.0 if p != m else 0.8)
+    ax.set_yticks(range(members))
+    ax.set_ylabel("member")
+    ax.set_xlabel("env steps")
+    ax.set_title("lineage (colour: parent's fitness; thick: copied)")
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110, bbox_inches="tight")
+    return out

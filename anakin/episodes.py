@@ -249,21 +249,37 @@ def make_episode_runner(
             )
         return Episodes(result, recorded, last)
 
-    program = dev.pmap(runs_lib.over_runs(run, runs), devices)
+    # The runs' hyperparameters are an argument, so a population's current values (PBT) are
+    # what its members are evaluated with.
+    program = dev.pmap(runs_lib.over_runs(run, runs, hp_given=True), devices)
 
-    def run_episodes(learner, key: jax.Array) -> Episodes:
+    def hp_args(hp: dict | None) -> tuple:
+        if runs is None:
+            return ()
+        return (hp if hp is not None else dev.replicate(runs.arrays(), devices),)
+
+    def run_episodes(learner, key: jax.Array, hp: dict | None = None) -> Episodes:
         if runs is None:
             keys = jax.random.split(key, num_episodes)
         else:
             keys = jax.vmap(lambda k: jax.random.split(k, num_episodes))(key)
-        return dev.unreplicate(
-            program(learner, dev.shard(runs_lib.per_device(keys, num_devices, runs), devices))
-        )
+        keys = dev.shard(runs_lib.per_device(keys, num_devices, runs), devices)
+        return dev.unreplicate(program(learner, keys, *hp_args(hp)))
 
     def peak_bytes(learner: Any) -> int:
         lead = (num_devices, *((runs.num,) if runs else ()), per_device)
         keys = jax.ShapeDtypeStruct((*lead, 2), jnp.uint32)
-        return flops.peak_bytes(program, learner, keys)
+        hp = (
+            ()
+            if runs is None
+            else (
+                {
+                    k: jax.ShapeDtypeStruct((num_devices, runs.num), jnp.float32)
+                    for k in runs.hparams
+                },
+            )
+        )
+        return flops.peak_bytes(program, learner, keys, *hp)
 
     return EpisodeRunner(run_episodes, peak_bytes)
 
@@ -276,11 +292,12 @@ class EpisodeRunner(NamedTuple):
     before anything is compiled, so an evaluation of more environments than a device can
     hold is refused."""
 
-    run: Callable[[Any, jax.Array], Episodes]
+    run: Callable[..., Episodes]
     peak_bytes: Callable[[Any], int]
 
-    def __call__(self, learner: Any, key: jax.Array) -> Episodes:
-        return self.run(learner, key)
+    def __call__(self, learner: Any, key: jax.Array, hp: dict | None = None) -> Episodes:
+        """`hp`: the runs' hyperparameters per device ([D, R] arrays; default the sweep's)."""
+        return self.run(learner, key, hp)
 
 
 def make_evaluator(
@@ -307,4 +324,4 @@ def make_evaluator(
         epsilon=epsilon,
         runs=runs,
     )
-    return EpisodeRunner(lambda learner, key: run(learner, key).result, run.peak_bytes)
+    return EpisodeRunner(lambda learner, key, hp=None: run(learner, key, hp).result, run.peak_bytes)

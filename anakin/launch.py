@@ -204,6 +204,9 @@ def resolve(algo: str, *, force: bool = False, **request: Any) -> Launch:
     if explicit is not None and request.get("preset") in (None, "default") and layout != "auto":
         note = describe_layout(algo, layout)
         prepared = prepared._replace(notes=(note, *prepared.notes))
+    pbt_line = setup.describe_pbt(prepared)
+    if pbt_line:
+        prepared = prepared._replace(notes=(*prepared.notes, pbt_line))
     if saved is not None:
         check_same_dataset(Path(resume), prepared, force)
     at = Resume(Path(resume), request.get("resume_step")) if resume is not None else None
@@ -242,6 +245,8 @@ FLAG_ALIASES = {
     "--env-kwargs": "--env.kwargs",
     "--env-hide": "--env.hide",
     "--wandb": "--wandb.enabled",
+    "--pbt": "--pbt.enabled",
+    "--no-pbt": "--pbt.no-enabled",
     "--no-wandb": "--wandb.no-enabled",
     "--render-every": "--render.every-env-steps",
 }

@@ -110,16 +110,15 @@ def require_tensorboard() -> Any:
 
 
 class TensorBoardWriter:
-    """Scalars of each record as TensorBoard events (step = env steps), via tensorboardX."""
+    """Scalars of each record as TensorBoard events (step = env steps), via tensorboardX: the
+    ones W&B logs (`wandb_values`), each run's as `run<i>/<key>`."""
 
     def __init__(self, path: Path):
         self._w = require_tensorboard()(str(path))
 
     def write(self, record: dict[str, Any]) -> None:
-        step = record["env_steps"]
-        for k, v in record.items():
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "env_steps":
-                self._w.add_scalar(k, v, step)
+        for k, v in wandb_values(record).items():  # the same scalars as W&B's
+            self._w.add_scalar(k, v, record["env_steps"])
         self._w.flush()
 
     def close(self) -> None:
@@ -227,7 +226,8 @@ def require_wandb() -> Any:
 
 def wandb_values(record: dict[str, Any]) -> dict[str, float | int]:
     """The numbers of a record as W&B logs them: top-level numbers (not env_steps, the step),
-    and each run's numbers as `run<i>/<key>` (not its seed or swept values, which are config)."""
+    and each run's numbers as `run<i>/<key>` (not its seed, nor its swept values, which are
+    config, except in a PBT population, whose values change as it trains)."""
 
     def numbers(d: dict[str, Any]) -> dict[str, float | int]:
         return {
@@ -237,9 +237,10 @@ def wandb_values(record: dict[str, Any]) -> dict[str, float | int]:
         }
 
     out = {k: v for k, v in numbers(record).items() if k != "env_steps"}
+    population = "pbt_steps" in record
     for i, row in enumerate(record.get("per_run", [])):
         for k, v in numbers(row).items():
-            if k != "seed" and not k.startswith("algo."):
+            if k != "seed" and (population or not k.startswith("algo.")):
                 out[f"run{i}/{k}"] = v
     return out
 

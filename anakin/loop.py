@@ -16,8 +16,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from anakin import devices as dev
+from anakin import population
 from anakin import runs as runs_lib
-from anakin.types import Algorithm, Metrics, RunnerState, Transition
+from anakin.types import Algorithm, Metrics, PopulationState, RunnerState, Transition
 
 
 class EpisodeSums(NamedTuple):
@@ -42,6 +43,7 @@ class Program(NamedTuple):
     devices: list[jax.Device]
     executables: dict  # compiled `train`s by state layout (and lowered ones, until compiled)
     # What a checkpoint holds of a state, and how a restored one is completed.
+    pbt: Any = None  # population.Settings when the runs train as one population
     save_view: Callable[[Any], Any] = lambda state: state
     load_view: Callable[[Any, Any], Any] = lambda restored, fresh: restored
 
@@ -265,10 +267,12 @@ def state_shapes(
     num_devices: int,
     sharding=None,
     runs: runs_lib.Runs | None = None,
+    pbt: bool = False,
 ) -> RunnerState:
-    """The shapes of a `RunnerState` laid out over `num_devices` devices (and `runs`), without
-    building it (ShapeDtypeStructs, with `sharding` if given): how a checkpoint is read back on
-    any machine, e.g. onto one device for evaluation."""
+    """The shapes of a `RunnerState` laid out over `num_devices` devices (and `runs`; with
+    `pbt`, the population's state too), without building it (ShapeDtypeStructs, with
+    `sharding` if given): how a checkpoint is read back on any machine, e.g. onto one device
+    for evaluation."""
     build = runs_lib.as_build(algo)
     hp = {k: jnp.float32(0) for k in (runs.hparams if runs else {})}
     learner, key, per_env = jax.eval_shape(
@@ -282,7 +286,17 @@ def state_shapes(
 
     learner, key = jax.tree.map(lead, (learner, key))
     per_env = jax.tree.map(lambda x: lead(x, True), per_env)
-    return _runner_state(learner, key, per_env, lead(jax.ShapeDtypeStruct((), jnp.int32)))
+    state = _runner_state(learner, key, per_env, lead(jax.ShapeDtypeStruct((), jnp.int32)))
+    if pbt:
+        pop = jax.eval_shape(lambda: population.init_state(runs.hparams, 0))
+        state = PopulationState.of(
+            state,
+            jax.tree.map(
+                lambda x: jax.ShapeDtypeStruct((num_devices, *x.shape), x.dtype, sharding=sharding),
+                pop,
+            ),
+        )
+    return state
 
 
 def make_program(
@@ -296,6 +310,7 @@ def make_program(
     devices: Sequence[jax.Device],
     runs: runs_lib.Runs | None = None,
     desync_steps: int = 0,
+    pbt: population.Settings | None = None,
 ) -> Program:
     """Builds the training program of `algo` on `env` over `devices`.
 
@@ -303,28 +318,33 @@ def make_program(
     (global index) gets the same key chain whatever the device count, so a run on 1 device and
     one on N devices with the same global config compute the same thing. With `runs`, `algo`
     is a `Build` and every leaf of the state gains a run axis after the device axis.
-    `desync_steps`: see `make_init_global`.
+    `desync_steps`: see `make_init_global`. With `pbt` (and `runs`, the population), the runs'
+    hyperparameters live in the state and an exploit/explore step follows every
+    `pbt.interval_updates`-th update (see `_population_train`).
     """
     devices = list(devices)
     num_devices = len(devices)
     if num_envs % num_devices:
         raise ValueError(f"num_envs={num_envs} does not divide over {num_devices} devices")
     build = runs_lib.as_build(algo)
+    if pbt is not None and runs is None:
+        raise ValueError("population-based training needs several runs (runs=...)")
+
+    def update_one(state: RunnerState, hp: dict[str, Any]):
+        """One rollout and one learner update of one run."""
+        algo = build(hp)
+        state, traj, sums = make_rollout(algo, env, env_params, rollout_length)(state)
+        learner_key, update_key = jax.random.split(state.learner_key)
+        learner, metrics = algo.update(state.learner, traj, update_key)
+        state = state.replace(
+            learner=learner, learner_key=learner_key, update_step=state.update_step + 1
+        )
+        return state, (metrics, sums)
 
     def train_one(state: RunnerState, hp: dict[str, Any]):
-        algo = build(hp)
-        rollout = make_rollout(algo, env, env_params, rollout_length)
-
-        def update_step(state: RunnerState, _):
-            state, traj, sums = rollout(state)
-            learner_key, update_key = jax.random.split(state.learner_key)
-            learner, metrics = algo.update(state.learner, traj, update_key)
-            state = state.replace(
-                learner=learner, learner_key=learner_key, update_step=state.update_step + 1
-            )
-            return state, (metrics, sums)
-
-        state, (metrics, sums) = jax.lax.scan(update_step, state, length=updates_per_call)
+        state, (metrics, sums) = jax.lax.scan(
+            lambda s, _: update_one(s, hp), state, length=updates_per_call
+        )
         metrics = dev.pmean(jax.tree.map(jnp.mean, metrics))
         sums = dev.psum(jax.tree.map(jnp.sum, sums))
         return state, call_metrics(metrics, state.learner, sums)
@@ -338,9 +358,58 @@ def make_program(
         per_env = dev.shard(runs_lib.per_device(per_env, num_devices, runs), devices)
         learner, learner_key = dev.replicate((learner, learner_key), devices)
         step = dev.replicate(np.zeros((runs.num,) if runs else (), np.int32), devices)
-        return _runner_state(learner, learner_key, per_env, step)
+        state = _runner_state(learner, learner_key, per_env, step)
+        if pbt is not None:
+            pop = dev.replicate(population.init_state(runs.hparams, seed), devices)
+            state = PopulationState.of(state, pop)
+        return state
 
-    train = runs_lib.over_runs(train_one, runs)
+    if pbt is None:
+        train = runs_lib.over_runs(train_one, runs)
+    else:
+        train = _population_train(update_one, pbt, updates_per_call)
     return Program(
-        init=init, train=dev.pmap(train, devices, donate_argnums=0), devices=devices, executables={}
+        init=init,
+        train=dev.pmap(train, devices, donate_argnums=0),
+        devices=devices,
+        executables={},
+        pbt=pbt,
     )
+
+
+def _population_train(
+    update_one: Callable, pbt: population.Settings, updates_per_call: int
+) -> Callable:
+    """One device's program call with PBT: `scan` over updates of (`vmap` over the runs of one
+    update, then an exploit/explore step when one is due), so the step sits between two
+    updates of the whole population. The runs' hyperparameters come from `state.pbt`, and
+    their episode sums are summed over devices every update, so every device holds the same
+    population state and takes the same step."""
+
+    def body(carry: PopulationState, _):
+        pop = carry.pbt
+        state, (metrics, sums) = jax.vmap(update_one)(carry.runner(), pop.hparams)
+        sums = dev.psum(sums)  # [R]: this update's episodes of each run, all devices
+        pop = pop.replace(
+            return_sum=pop.return_sum + sums.return_sum, episodes=pop.episodes + sums.count
+        )
+
+        def exploit(learner, pop):
+            return population.step(pbt, learner, pop)
+
+        def keep(learner, pop):
+            return learner, pop, population.no_event(pop)
+
+        due = state.update_step[0] % pbt.interval_updates == 0
+        learner, pop, event = jax.lax.cond(due, exploit, keep, state.learner, pop)
+        return PopulationState.of(state.replace(learner=learner), pop), (metrics, sums, event)
+
+    def train(state: PopulationState):
+        state, (metrics, sums, events) = jax.lax.scan(body, state, length=updates_per_call)
+        # metrics [U, R, ...] -> per run, means over the call; sums are already over devices.
+        metrics = dev.pmean(jax.vmap(lambda m: jax.tree.map(jnp.mean, m), in_axes=1)(metrics))
+        sums = jax.tree.map(lambda x: jnp.sum(x, axis=0), sums)
+        out = jax.vmap(call_metrics)(metrics, state.learner, sums)
+        return state, {**out, "pbt": events}
+
+    return train

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from anakin import algorithms, envs, logger, loop, offline, video
+from anakin import algorithms, envs, logger, loop, offline, population, video
 from anakin import dataset as dataset_lib
 from anakin import devices as dev
 from anakin import episodes as episodes_lib
@@ -40,9 +40,12 @@ class SavedPolicy(NamedTuple):
     runs: runs_lib.Runs | None
     learner: Any  # host arrays, one device's copy (leading run axis when `runs`)
     step: int
+    best: int = 0  # the run picked when none is named: 0, or PBT's fittest member
 
-    def run(self, r: int) -> tuple[Algorithm, Any]:
-        """Run r's algorithm and learner (the only one when there is a single run)."""
+    def run(self, r: int | None = None) -> tuple[Algorithm, Any]:
+        """Run r's algorithm and learner (the only one when there is a single run; `best` when
+        r is None)."""
+        r = self.best if r is None else r
         if self.runs is None:
             if r:
                 raise ValueError(f"--run {r}: this checkpoint holds a single run (use 0)")
@@ -73,7 +76,14 @@ def load_policy(run_dir: Path, step: int | None = None) -> SavedPolicy:
         shapes = offline.offline_state_shapes(build, saved_devices, sharding, runs)
     else:
         shapes = loop.state_shapes(
-            build, env, env_params, cfg.arch.num_envs, saved_devices, sharding=sharding, runs=runs
+            build,
+            env,
+            env_params,
+            cfg.arch.num_envs,
+            saved_devices,
+            sharding=sharding,
+            runs=runs,
+            pbt=cfg.pbt.enabled,
         )
     checkpointer = Checkpointer(run_dir)
     try:
@@ -82,7 +92,14 @@ def load_policy(run_dir: Path, step: int | None = None) -> SavedPolicy:
     finally:
         checkpointer.close()
     learner = jax.tree.map(lambda x: np.asarray(x)[0], state.learner)
-    return SavedPolicy(algo_name, cfg, env, env_params, spec, build, runs, learner, step)
+    best = 0
+    if cfg.pbt.enabled and not entry.offline:  # the members' values now, and the fittest
+        hparams = {
+            k: tuple(float(v) for v in np.asarray(x)[0]) for k, x in state.pbt.hparams.items()
+        }
+        runs = runs._replace(hparams=hparams)
+        best = population.best_member(np.asarray(state.pbt.fitness)[0])
+    return SavedPolicy(algo_name, cfg, env, env_params, spec, build, runs, learner, step, best)
 
 
 def check_counts(**counts: int | None) -> None:
@@ -173,7 +190,7 @@ def collect(
     epsilon: float = 0.0,
     max_steps: int | None = None,
     seed: int = 0,
-    run: int = 0,
+    run: int | None = None,
     overwrite: bool = False,
 ) -> dict[str, Any]:
     """Records `episodes` episodes of a saved policy (evaluation policy, plus `epsilon`-random
@@ -379,7 +396,7 @@ def render_checkpoint(
     max_steps: int = 1000,
     fps: int = 30,
     seed: int = 0,
-    run: int = 0,
+    run: int | None = None,
     overwrite: bool = False,
 ) -> dict[str, Any]:
     """Films `episodes` episodes of a saved policy's evaluation policy (greedy, or the
@@ -390,6 +407,7 @@ def render_checkpoint(
     video.check_out(out, overwrite)
     video.require(out)
     saved = load_policy(Path(run_dir), step)
+    run = saved.best if run is None else run
     algorithm, learner = saved.run(run)
     t0 = time.monotonic()
     film = make_filmer(

@@ -85,6 +85,7 @@ def call_record(
 ) -> tuple[dict[str, Any], list[bool]]:
     """One metrics.jsonl record (means over runs, with a `per_run` list when there are
     several) and whether each run's parameters are finite."""
+    full = metrics
     loop_metrics, metrics = metrics["loop"], metrics["learner"]
     finite = loop_metrics.finite
     head = {
@@ -97,19 +98,59 @@ def call_record(
     if runs is None:
         return {**head, **episode_stats(loop_metrics), **metrics}, [bool(finite)]
     head["sps_all_runs"] = head["sps"] * runs.num
+    events = full.get("pbt")  # population.Event stacked over the call's updates, or None
+    steps = pbt_steps(events, call * updates, per_call // updates) if events is not None else []
     per_run = []
     for r in range(runs.num):
         m = {k: v[r] for k, v in metrics.items()}
+        if events is None:
+            hp = runs.of(r)
+        else:  # the values each run trains with now
+            hp = {k: float(v[-1, r]) for k, v in events.hparams.items()}
+        pbt = {}
+        if steps:  # the call's last exploit/explore step, for per-run scalars
+            pbt = {"pbt_fitness": steps[-1]["fitness"][r], "pbt_parent": steps[-1]["parent"][r]}
         per_run.append(
             {
                 "seed": runs.seeds[r],
-                **{f"algo.{k}": v for k, v in runs.of(r).items()},
+                **{f"algo.{k}": v for k, v in hp.items()},
                 **episode_stats(jax.tree.map(lambda x, r=r: x[r], loop_metrics)),
                 **m,
+                **pbt,
             }
         )
     agg = aggregate_runs(per_run, summed=("episodes",))
-    return {**head, **agg, "per_run": per_run}, [bool(f) for f in finite]
+    agg = {k: v for k, v in agg.items() if not k.startswith("pbt_")}
+    return (
+        {
+            **head,
+            **agg,
+            "per_run": per_run,
+            **({"pbt_steps": len(steps)} if events is not None else {}),
+            **({"pbt": steps} if steps else {}),
+        },
+        [bool(f) for f in finite],
+    )
+
+
+def pbt_steps(events: Any, updates_before: int, steps_per_update: int) -> list[dict[str, Any]]:
+    """The exploit/explore steps of one call (`population.Event`s stacked over its updates, on
+    the host), each as {"update", "env_steps", "fitness" (None: no episode), "parent",
+    "hparams"}, one entry per run in each list."""
+    out = []
+    for u in np.flatnonzero(np.asarray(events.happened)):
+        update = updates_before + int(u) + 1
+        fitness = np.asarray(events.fitness[u], np.float64)
+        out.append(
+            {
+                "update": update,
+                "env_steps": update * steps_per_update,
+                "fitness": [float(f) if np.isfinite(f) else None for f in fitness],
+                "parent": [int(p) for p in events.parent[u]],
+                "hparams": {k: [float(x) for x in v[u]] for k, v in events.hparams.items()},
+            }
+        )
+    return out
 
 
 def diverged(record: dict[str, Any], finite: list[bool], runs: runs_lib.Runs | None) -> str | None:

@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from anakin import algorithms, logger, video
+from anakin import algorithms, logger, population, video
 from anakin import devices as dev
 from anakin import policy as policy_lib
 from anakin.checkpoint import Checkpointer
@@ -88,7 +88,8 @@ def _evaluate(s: Setup, state: Any, seed: int, call: int) -> dict[str, Any]:
     if s.runs is None:
         return eval_record(s.evaluate(state.learner, key(seed)), s.dataset_meta)
     keys = jnp.stack([key(sd) for sd in s.runs.seeds])
-    result = s.evaluate(state.learner, keys)  # leaves [R, episodes]
+    hp = state.pbt.hparams if s.program.pbt is not None else None  # a population's current
+    result = s.evaluate(state.learner, keys, hp)  # leaves [R, episodes]
     evals = run_evals(result, s.runs, s.dataset_meta)
     per_run = evals.pop("per_run")
     return {**evals, "per_run_eval": per_run}
@@ -495,6 +496,7 @@ def _one_call(
     metrics = {
         "learner": logger.to_record(metrics["learner"]),
         "loop": jax.tree.map(np.asarray, metrics["loop"]),
+        **({"pbt": jax.tree.map(np.asarray, metrics["pbt"])} if "pbt" in metrics else {}),
     }
     elapsed = time.monotonic() - t0
     record, finite = call_record(
@@ -657,6 +659,8 @@ def _train(
         memory,
         s.runs,
     )
+    if s.program.pbt is not None:  # what evaluate, render, collect and load_policy pick
+        summary["pbt_best_run"] = population.best_member(dev.unreplicate(state.pbt.fitness))
     if primary:
         try:
             logger.write_json(run_dir / "summary.json", summary)

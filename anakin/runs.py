@@ -48,10 +48,13 @@ def as_build(algo: Algorithm | Build) -> Build:
     return (lambda hp: algo) if isinstance(algo, Algorithm) else algo
 
 
-def over_runs(fn: Callable, runs: Runs | None) -> Callable:
-    """`fn(*args, hp)` for one run, or vmapped over the runs' leading axis."""
+def over_runs(fn: Callable, runs: Runs | None, hp_given: bool = False) -> Callable:
+    """`fn(*args, hp)` for one run, or vmapped over the runs' leading axis; with `hp_given`,
+    the runs' values are the last argument (arrays [R]) rather than the sweep's constants."""
     if runs is None:
         return lambda *args: fn(*args, {})
+    if hp_given:
+        return jax.vmap(fn)
     hp = runs.arrays()
     return lambda *args: jax.vmap(fn)(*args, hp)
 

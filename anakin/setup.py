@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 import jax
 
 import anakin
-from anakin import algorithms, envs, logger, loop, offline
+from anakin import algorithms, envs, logger, loop, offline, population
 from anakin import dataset as dataset_lib
 from anakin import devices as dev
 from anakin import episodes as episodes_lib
@@ -21,10 +21,12 @@ from anakin import flops as flops_lib
 from anakin import runs as runs_lib
 from anakin.algorithms.networks import num_params
 from anakin.config import (
+    Range,
     TrainConfig,
     check_fields,
     count_runs,
     expand_runs,
+    field_entry,
     parse_sweeps,
     to_dict,
 )
@@ -133,6 +135,7 @@ def setup(algo_name: str, cfg: TrainConfig) -> Setup:
         except ValueError as e:
             named = ", ".join(f"algo.{k}={v}" for k, v in setting.items())
             raise ValueError(f"the sweep's run with {named}: {e}") from None
+    pbt = pbt_settings(algo_name, entry, cfg, layout, num_runs, sweeps)
     check_memory(
         make_build(entry, cfg, spec, layout), cfg, spec, env, env_params, devices, num_runs, data
     )
@@ -158,6 +161,7 @@ def setup(algo_name: str, cfg: TrainConfig) -> Setup:
             devices=devices,
             runs=runs,
             desync_steps=cfg.arch.desync_steps,
+            pbt=pbt,
         )
     for note in entry.notices(cfg.algo, layout):
         print(f"[anakin] note: {note}", file=sys.stderr, flush=True)
@@ -187,6 +191,74 @@ def setup(algo_name: str, cfg: TrainConfig) -> Setup:
         steps_per_call=steps_per_call,
         dataset_meta=dataset_meta,
         runs=runs,
+    )
+
+
+def pbt_settings(
+    algo_name: str,
+    entry: AlgorithmEntry,
+    cfg: TrainConfig,
+    layout: Layout,
+    num_runs: int,
+    sweeps: dict[str, tuple[float, ...]],
+) -> population.Settings | None:
+    """`cfg.pbt` as the program runs it (None when off), or ValueError naming the setting that
+    cannot work: a population of one, an interval below one learner update or beyond the
+    run, an offline algorithm."""
+    p = cfg.pbt
+    if not p.enabled:
+        return None
+    if entry.offline:
+        raise ValueError(
+            f"--pbt is for online algorithms: {algo_name} learns from a fixed dataset, with no "
+            "episode returns to rank its runs by"
+        )
+    if num_runs < 2:
+        raise ValueError(
+            f"--pbt needs a population of at least 2 runs, got {num_runs}: set --num-seeds N "
+            "and/or --sweep algo.FIELD=v1,v2,..."
+        )
+    per_update = entry.samples_per_update(cfg.algo, layout)
+    if p.interval < per_update:
+        raise ValueError(
+            f"pbt.interval={p.interval:,} env steps is shorter than one learner update "
+            f"({per_update:,} env steps: arch.num_envs x arch.rollout_length); use at least "
+            f"{per_update:,}"
+        )
+    if p.interval > cfg.arch.total_env_steps:
+        raise ValueError(
+            f"pbt.interval={p.interval:,} env steps is longer than the run "
+            f"(arch.total_env_steps={cfg.arch.total_env_steps:,}), so no exploit/explore step "
+            "would run; use a shorter interval"
+        )
+    ranges = {}
+    for name in sweeps:
+        entry_range = field_entry(f"algo.{name}")
+        ranges[name] = (
+            entry_range
+            if isinstance(entry_range, Range)
+            else Range(-math.inf, math.inf, low_open=True, high_open=True)
+        )
+    return population.Settings(
+        space=population.Space(values=dict(sweeps), ranges=ranges),
+        interval_updates=max(1, round(p.interval / per_update)),
+        fraction=p.fraction,
+        resample=p.resample,
+        copy_replay=p.copy_replay,
+    )
+
+
+def describe_pbt(s: Setup) -> str | None:
+    """The start-up line of a PBT run (None without PBT)."""
+    pbt = s.program.pbt
+    if pbt is None:
+        return None
+    per_update = s.steps_per_call // s.cfg.arch.updates_per_call
+    space = ", ".join(f"algo.{k}" for k in pbt.space.values) or "none (weights only)"
+    return (
+        f"population-based training of {s.runs.num} runs: every {pbt.interval_updates} updates "
+        f"({pbt.interval_updates * per_update:,} env steps) the worst "
+        f"{pbt.num_replaced(s.runs.num)} each copy one of the best; searching {space}"
     )
 
 
@@ -421,7 +493,13 @@ def check_program_memory(s: Setup) -> None:
         shapes = None
     else:
         shapes = loop.state_shapes(
-            s.algorithm, s.env, s.env_params, s.cfg.arch.num_envs, n, runs=s.runs
+            s.algorithm,
+            s.env,
+            s.env_params,
+            s.cfg.arch.num_envs,
+            n,
+            runs=s.runs,
+            pbt=s.program.pbt is not None,
         )
     _check_evaluation_memory(s, shapes)
     if shapes is None or s.program.compiled(shapes):  # compiled: checked when it was lowered

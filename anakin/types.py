@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple, Protocol
@@ -151,3 +152,22 @@ class RunnerState(struct.PyTreeNode):
     env_keys: jax.Array  # [B, 2], one key chain per environment (global index, not device)
     learner_key: jax.Array  # [2], identical on every device
     update_step: jax.Array  # int32 [], learner updates done so far
+
+
+class PopulationState(RunnerState):
+    """A `RunnerState` with population-based training's own state (`anakin.population`): a
+    subclass, so a run without PBT keeps the state, and the checkpoints, it always had."""
+
+    pbt: Any = None  # population.PBTState
+
+    def runner(self) -> RunnerState:
+        """The state without the population's part."""
+        return RunnerState(
+            **{f.name: getattr(self, f.name) for f in dataclasses.fields(RunnerState)}
+        )
+
+    @classmethod
+    def of(cls, state: RunnerState, pbt: Any) -> PopulationState:
+        return cls(
+            **{f.name: getattr(state, f.name) for f in dataclasses.fields(RunnerState)}, pbt=pbt
+        )
