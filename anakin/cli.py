@@ -235,20 +235,30 @@ def plot_command(
     out: str = "curves.png",
     x: Literal["env_steps", "wall_time", "both"] = "both",
     title: str = "",
+    population: bool = False,
 ) -> int:
     """Draw learning curves of run directories: grouped by algorithm, environment and the
     settings that differ between them (read from each config.json), each group's seeds as an
     IQM line with a 95% bootstrap band, against env steps and/or wall-clock time; prints each
-    group's final-return IQM. Needs the plot extra.
+    group's final-return IQM. With --population, one --pbt run's hyperparameter schedules and
+    lineage instead. Needs the plot extra.
 
     Args:
       run_dirs: run directories written by `anakin train`.
       out: the picture to write (.png, .svg or .pdf).
       x: the x axis: env_steps, wall_time, or both (two panels).
       title: the figure's title.
+      population: draw one --pbt run's schedules and lineage (exploit/explore steps).
     """
     from anakin import curves
 
+    if population:
+        if len(run_dirs) != 1:
+            raise ValueError(
+                f"--population draws one --pbt run, got {len(run_dirs)} run directories"
+            )
+        print(f"wrote {curves.plot_population(run_dirs[0], out)}")
+        return 0
     rows = curves.plot(list(run_dirs), out, x=x, title=title)
     print(f"wrote {out}\n\n{curves.table(rows)}")
     return 0
@@ -287,6 +297,7 @@ USAGE = """usage: anakin {train,evaluate,collect,render,envs,check-env,plot} ...
   envs [SUITE ...]                        list environment names per suite
   check-env NAME|module:factory           check an environment against the contract
   plot RUN_DIR ... [--out curves.png]     learning curves, grouped by what the runs trained
+  plot RUN_DIR --population               a --pbt run's hyperparameter schedules and lineage
 
 multi-process runs: add --coordinator HOST:PORT --num-processes N --process-id I to every
 process's command (or set JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID)."""

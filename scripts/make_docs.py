@@ -14,8 +14,9 @@ Kinds of file, told apart by their contents:
 - sweeps (scripts/suite_sweep.py: a "ranking"): the settings ranked by IQM;
 - the reference table (scripts/reference.py: a "reference" record), time to a score
   (scripts/time_to_score.py: a "time_to_score" record);
-- layouts (scripts/layout_compare.py: a "layout" record) and long runs (scripts/stability.py:
-  a "stability" record): their tables, as those scripts print them;
+- layouts (scripts/layout_compare.py: a "layout" record), long runs (scripts/stability.py:
+  a "stability" record) and population-based training (scripts/pbt_compare.py: a
+  "pbt_compare" record): their tables, as those scripts print them;
 - throughput (scripts/bench.py: "main", "scaling", "replay", "profile", "cost";
   scripts/bench_purejaxrl.py: "args" with "purejaxrl"; scripts/bench_stoix.py: a "stoix_commit").
 A file of another kind is listed at the end, by name, until a table is written for it here.
@@ -35,6 +36,7 @@ if __name__ == "__main__" and not __package__:  # run as a file: import its sibl
 
 from scripts import (  # noqa: E402
     layout_compare,
+    pbt_compare,
     reference,
     stability,
     suite_report,
@@ -187,6 +189,10 @@ def time_to_score_section(name: str, doc: dict[str, Any]) -> list[str]:
 
 def layout_section(name: str, doc: dict[str, Any]) -> list[str]:
     return [f"### {name}", "", *layout_compare.table(doc)]
+
+
+def pbt_section(name: str, doc: dict[str, Any]) -> list[str]:
+    return [f"### {name}", "", *pbt_compare.table(doc)]
 
 
 def stability_section(name: str, doc: dict[str, Any]) -> list[str]:
@@ -393,6 +399,8 @@ def kind(doc: Any) -> str | None:
         return "layout"
     if "stability" in doc and "rows" in doc:
         return "stability"
+    if "pbt_compare" in doc and "rows" in doc:
+        return "pbt"
     if "stoix_commit" in doc:
         return "stoix"
     if "purejaxrl" in doc.get("args", {}):
@@ -439,6 +447,12 @@ PARTS = (  # (kind, heading, what the files hold, section)
         "Stability",
         "Long runs: does a learned task stay learned?",
         stability_section,
+    ),
+    (
+        "pbt",
+        "Population-based training",
+        "`--pbt` against the same grid of fixed settings, same env steps per member.",
+        pbt_section,
     ),
     (
         "bench",

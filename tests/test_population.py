@@ -19,7 +19,7 @@ from test_logging import read_events
 from test_no_host_round_trip import host_round_trips
 from test_resume import differing_leaves, records_without_wall_clock
 
-from anakin import algorithms, curves, population, runner
+from anakin import algorithms, cli, curves, population, runner
 from anakin.config import CheckpointConfig, EvalConfig, PBTConfig, Range, TrainConfig
 from anakin.types import RunnerState
 
@@ -231,8 +231,12 @@ def test_a_resumed_pbt_run_equals_the_uninterrupted_one_and_the_best_member_is_p
         3e-3,
         3e-3,
     ]
-    picture = curves.plot_population(reference.run_dir, tmp_path / "population.png")
+    picture = tmp_path / "population.png"
+    assert cli.main(["plot", str(reference.run_dir), "--population", "--out", str(picture)]) == 0
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    both = [str(reference.run_dir), str(first.run_dir)]
+    assert cli.main(["plot", *both, "--population", "--out", str(tmp_path / "x.png")]) == 2
+    assert not (tmp_path / "x.png").exists()
 
 
 def test_a_run_without_pbt_keeps_the_state_and_checkpoints_it_had(tmp_path):
