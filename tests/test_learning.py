@@ -89,7 +89,9 @@ def test_impala_defaults_learn_discounting_chain(tmp_path):
     ]
 
 
-@pytest.mark.parametrize("algo", ["dqn", "r2d2"])
+# DQN only: R2D2 shares the schedule (policies.EpsilonDecay, its start and end checked in
+# test_r2d2.py) and its run here took a minute of CI's time; both reached 0.99 when measured.
+@pytest.mark.parametrize("algo", ["dqn"])
 def test_q_learners_defaults_learn_deep_sea(algo, tmp_path):
     # Against a greedy "left", a fixed small epsilon walks DeepSea's 8 rights in a row about once
     # in a million episodes, and both Q-learners stayed at 0 (the suite's score 0.25: one seed
