@@ -267,6 +267,9 @@ class TrainConfig(Generic[AlgoConfigT]):
       out: directory under which the run directory is made.
       run_name: the run directory's name; empty means ALGO_ENV_TIMESTAMP.
       stop_return: stop early once a call's mean return of completed episodes reaches this.
+      time_budget: stop after the first program call at which this process's training time
+        (program calls only: compiling, evaluation and checkpoints are not counted) reaches
+        this many seconds; the run is saved and evaluated as at its end. None: no limit.
       quiet: no progress display (metrics are still written).
     """
 
@@ -286,6 +289,7 @@ class TrainConfig(Generic[AlgoConfigT]):
     out: str = resumable("runs")
     run_name: str = resumable("")
     stop_return: float | None = resumable(None)
+    time_budget: float | None = resumable(None)
     quiet: bool = resumable(False)
 
     def __post_init__(self):
@@ -377,6 +381,7 @@ FIELDS: dict[str, Range | Count] = {
     "render.max_steps": _ONE_UP,
     "render.fps": _ONE_UP,
     "guard.patience": _ONE_UP,
+    "time_budget": Range(0.0, math.inf, low_open=True),
     "pbt.interval": Count(1, None),
     "pbt.fraction": Range(0.0, 0.5, low_open=True),
     "pbt.resample": _UNIT,

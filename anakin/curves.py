@@ -23,7 +23,16 @@ import numpy as np
 from anakin import logger
 
 # Settings that do not change what a run learns; never part of a group's label.
-_NOT_A_SETTING = ("arch.seed", "num_seeds", "sweep", "out", "run_name", "quiet", "stop_return")
+_NOT_A_SETTING = (
+    "arch.seed",
+    "num_seeds",
+    "sweep",
+    "out",
+    "run_name",
+    "quiet",
+    "stop_return",
+    "time_budget",
+)
 _NOT_A_GROUP = ("eval.", "checkpoint.", "render.", "wandb.", "tensorboard", "arch.total_env_steps")
 
 

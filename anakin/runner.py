@@ -262,6 +262,16 @@ class _StopSignals:
         return (self.received or "a signal to another process") if np.any(flags) else None
 
 
+def _any_process(flag: bool) -> bool:
+    """Whether `flag` holds on any process: a stop that one process decides by its own clock
+    stops all of them at the same call."""
+    if jax.process_count() == 1:
+        return flag
+    from jax.experimental import multihost_utils
+
+    return bool(np.any(multihost_utils.process_allgather(np.int32(flag))))
+
+
 # The fresh run directory this process made, for the `anakin` command's start-up interrupt
 # handler (anakin/cli.py), which removes it while it holds nothing.
 FRESH_RUN_DIR: dict[str, Path] = {}
@@ -575,6 +585,7 @@ def _train(
 
     records: list[dict[str, Any]] = []
     reached = None
+    time_budget_hit = None
     train_time = 0.0
     interrupted = None
     between = _BetweenCalls(s, opened, videos, reporter)
@@ -618,7 +629,12 @@ def _train(
             if stop and reached is None:
                 reached = {"env_steps": record["env_steps"], "wall_time": record["wall_time"]}
             interrupted = signals.agreed()
-            last = stop or interrupted is not None or call == num_calls - 1
+            out_of_time = cfg.time_budget is not None and _any_process(
+                train_time >= cfg.time_budget
+            )
+            if out_of_time and time_budget_hit is None:
+                time_budget_hit = {"env_steps": record["env_steps"], "train_time": train_time}
+            last = stop or out_of_time or interrupted is not None or call == num_calls - 1
             if primary and not (run_dir / "config.json").is_file():
                 raise RunWriteFailed(
                     f"the run directory {run_dir} was deleted or moved while training (its "
@@ -659,6 +675,8 @@ def _train(
         memory,
         s.runs,
     )
+    summary["time_budget"] = cfg.time_budget
+    summary["reached_time_budget"] = time_budget_hit
     if s.program.pbt is not None:  # what evaluate, render, collect and load_policy pick
         summary["pbt_best_run"] = population.best_member(dev.unreplicate(state.pbt.fitness))
     if primary:
@@ -725,7 +743,12 @@ def _final_line(
         )
         if "eval_fraction_of_dataset" in last_eval:
             final += f", {100 * last_eval['eval_fraction_of_dataset']:.1f}% of the dataset's return"
-    done = "stopped by " + interrupted if interrupted else "done"
+    if interrupted:
+        done = "stopped by " + interrupted
+    elif summary.get("reached_time_budget"):
+        done = f"stopped at the time budget ({summary['time_budget']:g}s of training)"
+    else:
+        done = "done"
     return (
         f"{done}: {summary['env_steps']:,} {'env steps' if unit == 'steps' else unit} in "
         f"{summary['wall_time']:.1f}s, {final}; see {run_dir}"

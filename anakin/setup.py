@@ -304,6 +304,8 @@ def fit_to_devices(algo_name: str, cfg: TrainConfig, explicit: frozenset[str] | 
         return setup(algo_name, cfg)
     except ValueError as as_given:
         first = as_given
+    if "devices" not in str(first):  # not a count the devices decide: no fit can mend it
+        raise first
     start = math.ceil(cfg.arch.num_envs / num_devices)
     per_device = (
         [cfg.arch.num_envs // num_devices]

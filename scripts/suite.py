@@ -4,6 +4,8 @@
         --baseline purejaxrl --purejaxrl PUREJAXRL/purejaxrl
     python scripts/suite.py --size full --algos impala r2d2 --baseline purejaxrl --purejaxrl ...
     python scripts/suite.py --tasks CartPole-v1 Catch-bsuite:rows=12 --budget 50000 --dry-run
+    python scripts/suite.py --time-budget 30 --algos impala ppo dqn \
+        --baseline purejaxrl --purejaxrl PUREJAXRL/purejaxrl --results scripts/results/suite_time
 
 What it does, per task and algorithm:
   1. Builds the task once here (`envs.make`) and measures the uniform random policy's return
@@ -55,6 +57,18 @@ Sizes (--size): budgets per task family and seeds per task.
 --budget N, FAMILY=N or TASK=N overrides budgets; --budget-scale multiplies them (0.001: a quick
 check).
 
+Wall-clock mode (--time-budget SECONDS): users pay in time, so every run gets the same training
+time instead of the same env steps. anakin's runs get `--time-budget SECONDS` (they stop after
+the program call that spends it; compiling, start-up and evaluation are not counted and are
+recorded apart); the env-step budgets become caps (10^9 unless --budget is given). PureJaxRL's
+PPO trains in one jitted call sized when it compiles, so suite_ppo.py times a 96-update call
+first (the faster of two) and gives the real call the updates that fit the budget at that
+rate. Scores are then the score at the time budget, and the report adds the time to
+threshold: per task and column the median training time (and env steps) until the training
+return first reaches the normalised score --threshold (0.9), with each run's compile time
+beside it. Columns run in turn, forwards on even tasks and backwards on odd ones, in every
+mode, so that this machine's drift falls on all of them alike.
+
 Tasks (--tasks): any names `anakin envs` lists, and later suites' names ("craftax/...") pass
 through unchanged; env kwargs as NAME:key=value,key=value (integers stay integers here; anakin's
 --env-kwargs takes floats). The default is every discrete-action gymnax task.
@@ -77,6 +91,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import importlib.metadata
+import math
 import os
 import shlex
 import signal
@@ -94,6 +109,9 @@ try:
     from scripts.suite_ppo import BASELINE
 except ImportError as e:  # rliable (the `suite` extra) is the one dependency beyond anakin's
     sys.exit(f"suite.py: {e} (pip install -e '.[suite]')")
+
+
+TIME_MODE_CAP = 10**9  # env steps per seed: with --time-budget, the clock ends every run
 
 
 class _Parser(argparse.ArgumentParser):
@@ -128,6 +146,20 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     p.add_argument(
         "--budget-scale", type=float, default=1.0, help="multiply every budget (e.g. 0.01)"
+    )
+    p.add_argument(
+        "--time-budget",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="wall-clock mode: each run trains for this many seconds of training time (compiling "
+        "apart); the env-step budgets become caps (default 10^9)",
+    )
+    p.add_argument(
+        "--threshold",
+        type=float,
+        default=0.9,
+        help="time to threshold: the first training-return point at this normalised score",
     )
     p.add_argument("--preset", default=None, help="anakin preset for every algorithm (tests: tiny)")
     p.add_argument(
@@ -225,6 +257,13 @@ def check_args(args: argparse.Namespace) -> None:
         else:
             budgets = {k: value for k in budgets}
             args.budget_all = value
+    if args.time_budget is not None:
+        if not (math.isfinite(args.time_budget) and args.time_budget > 0):
+            raise ValueError(f"--time-budget {args.time_budget} must be a number of seconds > 0")
+        if not args.budget:  # the step budgets are caps: by default, none that binds
+            budgets = {k: TIME_MODE_CAP for k in budgets}
+    if not 0 < args.threshold <= 1:
+        raise ValueError(f"--threshold {args.threshold} must lie in (0, 1]")
     args.budgets = budgets
     overrides = {}
     for item in args.best:
@@ -294,12 +333,14 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.perf_counter()
     doc: dict[str, Any] = {"suite": header(args, argv, columns), "tasks": {}, "runs": []}
     total, done = len(plan) * len(columns), 0
-    for task, budget, seeds in plan:
+    for k, (task, budget, seeds) in enumerate(plan):
         info = doc["tasks"][task.spec] = scale(task, budget, seeds, args)
         if info.get("skipped"):
             done += len(columns)
             continue
-        for col in columns:
+        # Columns in turn, forwards on even tasks and backwards on odd ones, so that this
+        # machine's drift over the suite falls on every column alike.
+        for col in columns if k % 2 == 0 else columns[::-1]:
             done += 1
             result = run_column(col, task, budget, seeds, args, info)
             if result["status"] == "ok":
@@ -311,6 +352,9 @@ def main(argv: list[str] | None = None) -> int:
             report.write_outputs(report.jsonable(doc), Path(args.results), draw=False)
 
     doc["summary"] = report.summarise(doc["runs"], doc["tasks"], columns, args.bootstrap_reps)
+    doc["summary"]["time_to_threshold"] = report.times_to_threshold(
+        doc["runs"], doc["tasks"], args.threshold
+    )
     doc["suite"]["wall_time_s"] = time.perf_counter() - t_start
     doc = report.jsonable(doc)
     written = report.write_outputs(doc, Path(args.results), draw=not args.no_plot)
@@ -320,18 +364,39 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def shown_argv(argv: list[str]) -> list[str]:
+    """The command line as the result file records it: this machine's folders left out (the
+    run directories) or named by what they hold (PureJaxRL's checkout)."""
+    out, i = [], 0
+    while i < len(argv):
+        flag, eq, value = argv[i].partition("=")
+        given = value if eq else (argv[i + 1] if i + 1 < len(argv) else "")
+        step = 1 if eq else 2
+        if flag == "--runs":
+            i += step
+        elif flag == "--purejaxrl":
+            out += ["--purejaxrl", "PUREJAXRL/purejaxrl"] if given else [argv[i]]
+            i += step
+        else:
+            out.append(argv[i])
+            i += 1
+    return out
+
+
 def header(args: argparse.Namespace, argv: list[str], columns: list[str]) -> dict[str, Any]:
     """The result file's "suite" record: the command, date, machine and every setting."""
     out = {
         "size": args.size,
-        "command": shlex.join(["python", "scripts/suite.py", *argv]),
-        "argv": argv,
+        "command": shlex.join(["python", "scripts/suite.py", *shown_argv(argv)]),
+        "argv": shown_argv(argv),
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": suite_run.machine_info(),
         "columns": columns,
         "seeds": args.seeds,
         "budgets": args.budgets,
         "budget_scale": args.budget_scale,
+        "time_budget": args.time_budget,
+        "threshold": args.threshold,
         "preset": args.preset,
         "train_args": args.train_args,
         "eval_episodes": args.eval_episodes,

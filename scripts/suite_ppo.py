@@ -9,7 +9,12 @@ parameters (argmax of its policy, the same protocol as anakin's); its own report
 of the training episodes that ended in its last 5% of updates, is kept beside it.
 
     python scripts/suite_ppo.py --purejaxrl FOLDER --task NAME --budget N --num-seeds S \\
-        --eval-episodes E --max-steps M --curve-points P --out RESULT.json
+        --eval-episodes E --max-steps M --curve-points P --out RESULT.json [--time-budget S]
+
+With --time-budget S (the suite's wall-clock mode) the budget is a cap: a short call of 96
+updates is timed first (compiled apart, the faster of two calls), and the real call gets the
+updates that fit S seconds at that rate, so its learning rate anneals over the time it has, as
+a user with S seconds would configure it. Its training time is recorded beside S.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from scripts.suite_tasks import Task  # noqa: E402
 BASELINE = "purejaxrl_ppo"  # the baseline's column (anakin may have a "ppo" of its own)
 PPO_NUM_ENVS = 4  # ppo.py's __main__ config; the rest of its config is bench_purejaxrl's copy
 PPO_TAIL = 0.05  # its reported final return: training episodes ending in the last 5% of updates
+CALIBRATION_UPDATES = 96  # with --time-budget: the short call (run twice) that times one update
 
 
 def worker(argv: list[str]) -> int:
@@ -47,6 +53,12 @@ def worker(argv: list[str]) -> int:
     p.add_argument("--max-steps", type=int, required=True)
     p.add_argument("--curve-points", type=int, required=True)
     p.add_argument("--out", required=True)
+    p.add_argument(
+        "--time-budget",
+        type=float,
+        default=None,
+        help="train for about this many seconds instead: --budget is then a cap",
+    )
     a = p.parse_args(argv)
 
     from scripts import bench_purejaxrl as bench  # anakin first: its XLA flags precede JAX
@@ -79,28 +91,48 @@ def worker(argv: list[str]) -> int:
 
     # ppo.py calls gymnax.make(ENV_NAME) with no kwargs; hand it this exact task object.
     gymnax.make = lambda env_id, **kwargs: (PPOEnv(env), env_params)
-    config = dict(
-        bench.PPO_CONFIG, NUM_ENVS=PPO_NUM_ENVS, ENV_NAME=task.env, TOTAL_TIMESTEPS=a.budget
-    )
-    updates = a.budget // (config["NUM_ENVS"] * config["NUM_STEPS"])
+    config = dict(bench.PPO_CONFIG, NUM_ENVS=PPO_NUM_ENVS, ENV_NAME=task.env)
+    steps_per_update = config["NUM_ENVS"] * config["NUM_STEPS"]
+    keys = jax.random.split(jax.random.PRNGKey(0), a.num_seeds)
+
+    def compile_for(updates: int):
+        """ppo.py's training program for `updates` updates, all seeds vmapped, compiled."""
+        train = ppo.make_train(dict(config, TOTAL_TIMESTEPS=updates * steps_per_update))
+
+        def program(keys):
+            out = jax.vmap(train)(keys)
+            info = out["metrics"]  # [seeds, updates, steps, envs]
+            done = info["returned_episode"]
+            return (
+                out["runner_state"][0].params,
+                done.sum(axis=(2, 3)),
+                jnp.where(done, info["returned_episode_returns"], 0.0).sum(axis=(2, 3)),
+            )
+
+        t0 = time.perf_counter()
+        compiled = jax.jit(program).lower(keys).compile()
+        return compiled, time.perf_counter() - t0
+
+    updates = a.budget // steps_per_update
     if updates < 1:
         raise SystemExit(f"budget {a.budget} is less than one PPO update of 512 env steps")
-    train = ppo.make_train(dict(config))
-
-    def program(keys):
-        out = jax.vmap(train)(keys)
-        info = out["metrics"]  # [seeds, updates, steps, envs]
-        done = info["returned_episode"]
-        return (
-            out["runner_state"][0].params,
-            done.sum(axis=(2, 3)),
-            jnp.where(done, info["returned_episode_returns"], 0.0).sum(axis=(2, 3)),
-        )
-
-    keys = jax.random.split(jax.random.PRNGKey(0), a.num_seeds)
-    t0 = time.perf_counter()
-    compiled = jax.jit(program).lower(keys).compile()
-    compile_s = time.perf_counter() - t0
+    calibration = None
+    if a.time_budget:
+        # ppo.py trains in one jitted call whose length (and learning-rate annealing) is fixed
+        # when it compiles: time a short call first, then give the real one the updates that
+        # fit the budget at that rate (the budget in env steps is the cap).
+        short = min(updates, CALIBRATION_UPDATES)
+        compiled, c_s = compile_for(short)
+        calls = []
+        for _ in range(2):  # the faster of two: the first call of a program also warms it
+            t0 = time.perf_counter()
+            jax.block_until_ready(compiled(keys))
+            calls.append(time.perf_counter() - t0)
+        t_s = min(calls)
+        calibration = {"updates": short, "compile_time_s": c_s, "train_time_s": calls}
+        updates = max(1, min(updates, int(a.time_budget * short / t_s)))
+    config["TOTAL_TIMESTEPS"] = updates * steps_per_update
+    compiled, compile_s = compile_for(updates)
     t0 = time.perf_counter()
     params, episodes, return_sums = jax.block_until_ready(compiled(keys))
     train_s = time.perf_counter() - t0
@@ -125,7 +157,6 @@ def worker(argv: list[str]) -> int:
 
     episodes, return_sums = np.asarray(episodes), np.asarray(return_sums)
     eval_returns, finished = np.asarray(eval_returns), np.asarray(finished)
-    steps_per_update = config["NUM_ENVS"] * config["NUM_STEPS"]
     tail = max(1, int(round(PPO_TAIL * updates)))
     chunks = np.array_split(np.arange(updates), min(updates, a.curve_points))
     seeds = []
@@ -144,6 +175,8 @@ def worker(argv: list[str]) -> int:
                 ),
                 "curve": {
                     "env_steps": [int((c[-1] + 1) * steps_per_update) for c in chunks],
+                    # one call of equal updates: each update's share of the training time
+                    "train_time": [round(train_s * (c[-1] + 1) / updates, 3) for c in chunks],
                     "mean_return": [
                         float(r / n) if n else None for r, n in zip(curve_r, curve_n, strict=True)
                     ],
@@ -157,6 +190,8 @@ def worker(argv: list[str]) -> int:
         "train_time_s": train_s,
         "eval_time_s": eval_s,
         "sps_per_seed": updates * steps_per_update / train_s,
+        "time_budget": a.time_budget,
+        "calibration": calibration,
         "ppo_config": {k: v for k, v in config.items() if k != "ENV_NAME"},
         "ppo_tail_updates": tail,
         "devices": [str(d) for d in jax.devices()],  # PPO runs on the first one, as PureJaxRL
@@ -207,10 +242,18 @@ def run_ppo(task: Task, budget: int, seeds: int, args) -> dict[str, Any]:
         "--out",
         str(result_file),
     ]
+    time_budget = getattr(args, "time_budget", None)
+    if time_budget:
+        cmd += ["--time-budget", str(time_budget)]
     out: dict[str, Any] = {"algo": BASELINE, "task": task.spec, "budget": budget}
     if args.reuse and result_file.is_file():
         done = json.loads(result_file.read_text())
-        if len(done["seeds"]) == seeds and done["ppo_config"]["TOTAL_TIMESTEPS"] == budget:
+        same = (
+            done.get("time_budget") == time_budget
+            if time_budget
+            else done["ppo_config"]["TOTAL_TIMESTEPS"] == budget and not done.get("time_budget")
+        )
+        if len(done["seeds"]) == seeds and same:
             wall = suite_run.read_wall(Path(args.runs) / f"{name}.wall")
             return {
                 **out,

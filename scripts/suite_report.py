@@ -70,6 +70,54 @@ def summarise(results: list[dict], tasks: dict[str, dict], columns: list[str], r
     return out
 
 
+def times_to_threshold(results: list[dict], tasks: dict[str, dict], fraction: float) -> dict:
+    """Per column and task: per seed, the training time (since compiling ended) and env steps
+    of the first learning-curve point whose training return reaches the normalised score
+    `fraction` (None if none does), and the median over seeds (a seed that never gets there
+    counts as never: the median is None when half the seeds or more miss)."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in results:
+        info = tasks[r["task"]]
+        if r["status"] != "ok" or info.get("skipped") or not math.isfinite(info["best"]["value"]):
+            continue
+        lo, hi = info["random"]["mean"], info["best"]["value"]
+        threshold = lo + fraction * (hi - lo)
+        per_seed = []
+        for s in r["seeds"]:
+            curve = s["curve"]
+            hit = next(
+                (
+                    i
+                    for i, ret in enumerate(curve["mean_return"])
+                    if ret is not None and ret >= threshold
+                ),
+                None,
+            )
+            per_seed.append(
+                {"train_time": None, "env_steps": None}
+                if hit is None or "train_time" not in curve
+                else {"train_time": curve["train_time"][hit], "env_steps": curve["env_steps"][hit]}
+            )
+
+        out.setdefault(r["algo"], {})[r["task"]] = {
+            "threshold": threshold,
+            "reached": sum(p["train_time"] is not None for p in per_seed),
+            "seeds": len(per_seed),
+            "median_train_time": _median_or_none([p["train_time"] for p in per_seed]),
+            "median_env_steps": _median_or_none([p["env_steps"] for p in per_seed]),
+            "compile_time": r.get("compile_time_s"),
+            "train_time": r.get("train_time_s"),
+            "per_seed": per_seed,
+        }
+    return out
+
+
+def _median_or_none(xs: list[float | None]) -> float | None:
+    """The median, None (never) counting as infinite; None if that makes it infinite."""
+    m = float(np.median([math.inf if x is None else x for x in xs])) if xs else math.inf
+    return m if math.isfinite(m) else None
+
+
 LEARNED = 0.8  # a task counts as learned at a mean normalised score of at least this
 
 
@@ -140,13 +188,67 @@ def markdown(doc: dict[str, Any]) -> str:
 
 def tables(doc: dict[str, Any]) -> list[str]:
     """Markdown lines: the aggregates, the per-task table, the targets and the notes."""
-    return [*aggregate_table(doc), "", *task_table(doc), *target_lines(doc), *note_lines(doc)]
+    return [
+        *aggregate_table(doc),
+        "",
+        *task_table(doc),
+        *threshold_table(doc),
+        *target_lines(doc),
+        *note_lines(doc),
+    ]
+
+
+def threshold_table(doc: dict[str, Any]) -> list[str]:
+    """Time to threshold per task and column (the wall-clock mode's second table)."""
+    suite, times = doc["suite"], doc["summary"].get("time_to_threshold")
+    if not suite.get("time_budget") or not times:
+        return []
+    columns = suite["columns"]
+    lines = [
+        "",
+        f"**Time to threshold** (training return at normalised score {suite['threshold']:g}): "
+        "median over seeds of the training time, compiling apart, then the env steps; seeds "
+        "that got there; each run's compile time and its training time against the budget of "
+        f"{suite['time_budget']:g} s. {BASELINE}'s times are pro rata to its env steps "
+        "within its one call.",
+        "",
+        "| task (threshold) | " + " | ".join(columns) + " |",
+        "|---|" + "---:|" * len(columns),
+    ]
+    for name in doc["tasks"]:
+        cells, threshold = [], None
+        for c in columns:
+            t = times.get(c, {}).get(name)
+            if t is None:
+                cells.append("-")
+                continue
+            threshold = t["threshold"]
+            median_t, median_s = t["median_train_time"], t["median_env_steps"]
+            reach = (
+                f"{median_t:.1f} s, {median_s:,.0f} steps"
+                if median_t is not None
+                else "not reached"
+            )
+            cost = ", ".join(
+                f"{label} {v:.0f} s"
+                for label, v in (("compile", t["compile_time"]), ("trained", t["train_time"]))
+                if v is not None
+            )
+            cells.append(f"{reach} ({t['reached']}/{t['seeds']})<br>{cost}")
+        if threshold is not None:
+            lines.append(f"| {name} ({fmt_num(threshold)}) | " + " | ".join(cells) + " |")
+    return lines
 
 
 def aggregate_table(doc: dict[str, Any]) -> list[str]:
     suite, summary = doc["suite"], doc["summary"]
+    at = (
+        f" at a training-time budget of {suite['time_budget']:g} s per run (compiling apart)"
+        if suite.get("time_budget")
+        else ""
+    )
     lines = [
-        f"**Aggregate normalised scores** over {plural(len(summary['tasks']), 'task')} that "
+        f"**Aggregate normalised scores**{at} over {plural(len(summary['tasks']), 'task')} that "
         "every column completed (random policy = 0, best = 1; 95% stratified bootstrap intervals, "
         f"{suite['bootstrap_reps']} samples). Optimality gap: lower is better.",
         "",

@@ -53,6 +53,8 @@ def anakin_command(
         "--quiet",
         "--checkpoint.no-enabled",
     ]
+    if getattr(args, "time_budget", None):
+        cmd += ["--time-budget", str(args.time_budget)]
     return cmd + args.train_args.get(algo, [])
 
 
@@ -100,12 +102,15 @@ def read_anakin_run(run_dir: Path, num_seeds: int, curve_points: int) -> dict[st
     records = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x]
     keep = [records[i] for i in _thin(len(records), curve_points)]
     finals = per_run(summary, num_seeds)
+    startup = summary.get("startup_time") or 0.0  # process start to compiled
     seeds = []
     for i, final in enumerate(finals):
         runs = [per_run(r, num_seeds)[i] for r in keep]
         curve = {
             "env_steps": [r["env_steps"] for r in keep],
             "wall_time": [round(r["wall_time"], 3) for r in keep],
+            # since compiling ended: program calls (and evaluations during training, if any)
+            "train_time": [round(r["wall_time"] - startup, 3) for r in keep],
         }
         for key in CURVE_KEYS:
             if any(key in r for r in runs):
@@ -128,7 +133,9 @@ def read_anakin_run(run_dir: Path, num_seeds: int, curve_points: int) -> dict[st
     return {
         "env_steps": summary["env_steps"],
         "compile_time_s": summary.get("compile_time"),
+        "startup_time_s": summary.get("startup_time"),
         "train_time_s": summary.get("train_time"),
+        "time_budget": summary.get("time_budget"),
         "eval_time_s": summary.get("eval_time"),
         "program_wall_time_s": summary.get("wall_time"),
         "sps_per_seed": summary.get("sps"),
@@ -158,6 +165,7 @@ def reusable(run_dir: Path, task: Task, budget: int, num_seeds: int, cmd: list[s
         and cfg["num_seeds"] == num_seeds
         and cfg.get("algo") == now["algo"]
         and cfg.get("arch") == now["arch"]
+        and cfg.get("time_budget") == now.get("time_budget")
     )
 
 

@@ -54,3 +54,27 @@ def cartpole_dataset(tmp_path_factory) -> str:
     import presets
 
     return presets.record_cartpole_dataset(tmp_path_factory.mktemp("cartpole-dataset"))
+
+
+@pytest.fixture
+def anakin_cli(capsys, monkeypatch, tmp_path):
+    """`anakin ARGS` run by the command's own `main` in this process, in `cwd` (default the
+    test's tmp_path): its parsing, checks, one-line errors and exit code, without the ~6 s a
+    fresh interpreter spends importing JAX. -> CompletedProcess(args, code, stdout, stderr).
+    Tests of failure paths keep at least one case of each kind in a real subprocess, which
+    also shows that nothing else (a traceback, a warning) reaches the terminal."""
+    import subprocess
+
+    from anakin import cli
+
+    def run(*args: str, cwd=None) -> subprocess.CompletedProcess:
+        monkeypatch.chdir(cwd or tmp_path)
+        capsys.readouterr()
+        try:
+            code = cli.main([str(a) for a in args])
+        except SystemExit as e:
+            code = e.code
+        out = capsys.readouterr()
+        return subprocess.CompletedProcess(list(args), code, out.out, out.err)
+
+    return run

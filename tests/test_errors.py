@@ -1,5 +1,7 @@
-"""Failure paths through the CLI, each in a subprocess: exit code 2, one line on stderr that
-names the wrong value, no traceback, and no file written or changed."""
+"""Failure paths through the CLI: exit code 2, one line on stderr that names the wrong value, no
+traceback, and no file written or changed. The first case of each kind runs in a subprocess, as
+a user's command does; its other cases run the same `main` in this process (`anakin_cli`), which
+spares each a fresh interpreter's start-up."""
 
 import os
 import subprocess
@@ -27,22 +29,33 @@ def snapshot(root) -> dict:
 
 
 @pytest.mark.parametrize(
-    "make_args, message",
+    "in_subprocess, make_args, message",
     [
-        (lambda f: ["evaluate", str(f)], "is a file, not a run directory"),
-        (lambda f: ["train", "impala", "--resume", str(f)], "is a file, not a run directory"),
-        (lambda f: ["evaluate", str(f.parent / "nothing")], "does not exist; pass a run dir"),
+        (True, lambda f: ["evaluate", str(f)], "is a file, not a run directory"),
         (
+            False,
+            lambda f: ["train", "impala", "--resume", str(f)],
+            "is a file, not a run directory",
+        ),
+        (
+            False,
+            lambda f: ["evaluate", str(f.parent / "nothing")],
+            "does not exist; pass a run dir",
+        ),
+        (
+            False,
             lambda f: ["collect", str(f), "--episodes", "2", "--out", str(f.parent / "o.npz")],
             "is a file, not a run directory",
         ),
     ],
 )
-def test_a_path_that_is_not_a_run_directory(tmp_path, make_args, message):
+def test_a_path_that_is_not_a_run_directory(
+    tmp_path, anakin_cli, in_subprocess, make_args, message
+):
     afile = tmp_path / "notes.txt"
     afile.write_text("not a run")
     before = snapshot(tmp_path)
-    proc = anakin(*make_args(afile), cwd=tmp_path)
+    proc = (anakin if in_subprocess else anakin_cli)(*make_args(afile), cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "error: " in lines[0] and message in lines[0], proc.stderr
@@ -50,15 +63,18 @@ def test_a_path_that_is_not_a_run_directory(tmp_path, make_args, message):
 
 
 @pytest.mark.parametrize(
-    "args, part",
+    "in_subprocess, args, part",
     [
-        (["impala", "--arch.num-envs", "1000000000"], "rollout"),
-        (["impala", "--arch.rollout-length", "100000000"], "rollout"),
-        (["dqn", "--algo.replay-capacity", "1000000000"], "replay"),
+        (True, ["impala", "--arch.num-envs", "1000000000"], "rollout"),
+        (False, ["impala", "--arch.rollout-length", "100000000"], "rollout"),
+        (False, ["dqn", "--algo.replay-capacity", "1000000000"], "replay"),
     ],
 )
-def test_sizes_that_cannot_fit_stop_before_compiling_and_leave_no_run_dir(tmp_path, args, part):
-    proc = anakin("train", *args, "--out", str(tmp_path / "runs"), cwd=tmp_path)
+def test_sizes_that_cannot_fit_stop_before_compiling_and_leave_no_run_dir(
+    tmp_path, anakin_cli, in_subprocess, args, part
+):
+    run = anakin if in_subprocess else anakin_cli
+    proc = run("train", *args, "--out", str(tmp_path / "runs"), cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "this run needs about" in lines[0] and f"{part} " in lines[0]
@@ -66,8 +82,8 @@ def test_sizes_that_cannot_fit_stop_before_compiling_and_leave_no_run_dir(tmp_pa
     assert not (tmp_path / "runs").exists()
 
 
-def test_a_replay_beyond_int32_indices_is_refused():
-    proc = anakin("train", "r2d2", "--algo.replay-capacity", "10000000000")
+def test_a_replay_beyond_int32_indices_is_refused(anakin_cli):
+    proc = anakin_cli("train", "r2d2", "--algo.replay-capacity", "10000000000")
     assert proc.returncode == 2
     assert (
         proc.stderr.strip()
@@ -105,16 +121,16 @@ def test_a_full_disk_is_one_line_and_the_good_checkpoint_stays(small_disk):
     assert (small_disk / "f" / "checkpoints" / str(good) / "anakin_manifest.json").exists()
 
 
-def test_a_cut_last_metrics_line_does_not_stop_a_resume(tmp_path):
+def test_a_cut_last_metrics_line_does_not_stop_a_resume(tmp_path, anakin_cli):
     args = ["--preset", "tiny", "--out", str(tmp_path), "--quiet", "--checkpoint.every-env-steps"]
-    first = anakin(
+    first = anakin_cli(
         "train", "impala", *args, "1000", "--run-name", "r", "--arch.total-env-steps", "2000"
     )
     assert first.returncode == 0, first.stderr
     metrics = tmp_path / "r" / "metrics.jsonl"
     with open(metrics, "a") as f:
         f.write('{"env_steps": 99999, "wall_ti')  # killed while writing a line
-    resumed = anakin(
+    resumed = anakin_cli(
         "train", "impala", "--resume", str(tmp_path / "r"), "--arch.total-env-steps", "4000"
     )
     assert resumed.returncode == 0, resumed.stderr
@@ -136,41 +152,46 @@ def tiny_run(tmp_path_factory):
 
 
 @pytest.mark.parametrize(
-    "args, message",
+    "in_subprocess, args, message",
     [
-        (["evaluate", "{run}", "--episodes", "0"], "--episodes=0 must be >= 1"),
-        (["evaluate", "{run}", "--max-steps", "0"], "--max-steps=0 must be >= 1"),
-        (["collect", "{run}", "--episodes", "2", "--out", "{dir}"], "is a directory; pass a"),
-        (["collect", "{run}", "--episodes", "2", "--out", "{old}"], "exists already; pass --ov"),
-        (["collect", "{run}", "--episodes", "2", "--out", "{file}/d.npz"], "is a file, not a"),
-        (["train", "impala", "--out", "{file}/runs"], "is a file, not a directory"),
+        (True, ["evaluate", "{run}", "--episodes", "0"], "--episodes=0 must be >= 1"),
+        (False, ["evaluate", "{run}", "--max-steps", "0"], "--max-steps=0 must be >= 1"),
+        (True, ["collect", "{run}", "--episodes", "2", "--out", "{dir}"], "is a directory; pass a"),
+        (False, ["collect", "{run}", "--episodes", "2", "--out", "{old}"], "exists already; pass"),
+        (False, ["collect", "{run}", "--episodes", "2", "--out", "{file}/d.npz"], "is a file, not"),
+        (False, ["train", "impala", "--out", "{file}/runs"], "is a file, not a directory"),
     ],
 )
-def test_bad_counts_and_output_paths_change_nothing(tmp_path, tiny_run, args, message):
+def test_bad_counts_and_output_paths_change_nothing(
+    tmp_path, tiny_run, anakin_cli, in_subprocess, args, message
+):
     (tmp_path / "old.npz").write_bytes(b"an older dataset")
     (tmp_path / "afile").write_text("x")
     where = {"run": str(tiny_run), "dir": str(tmp_path), "old": str(tmp_path / "old.npz")}
     where["file"] = str(tmp_path / "afile")
     before = snapshot(tmp_path), snapshot(tiny_run)
-    proc = anakin(*[a.format(**where) for a in args], cwd=tmp_path)
+    run = anakin if in_subprocess else anakin_cli
+    proc = run(*[a.format(**where) for a in args], cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], proc.stderr
     assert (snapshot(tmp_path), snapshot(tiny_run)) == before
 
 
-def test_collect_overwrite_replaces_only_when_asked(tmp_path, tiny_run):
+def test_collect_overwrite_replaces_only_when_asked(tmp_path, tiny_run, anakin_cli):
     out = tmp_path / "demo.npz"
-    first = anakin("collect", str(tiny_run), "--episodes", "4", "--out", str(out))
+    first = anakin_cli("collect", str(tiny_run), "--episodes", "4", "--out", str(out))
     assert first.returncode == 0, first.stderr
     size = out.stat().st_size
     again = anakin("collect", str(tiny_run), "--episodes", "2", "--out", str(out))
     assert again.returncode == 2 and out.stat().st_size == size
-    forced = anakin("collect", str(tiny_run), "--episodes", "2", "--out", str(out), "--overwrite")
+    forced = anakin_cli(
+        "collect", str(tiny_run), "--episodes", "2", "--out", str(out), "--overwrite"
+    )
     assert forced.returncode == 0 and out.stat().st_size < size
 
 
-def test_a_second_process_cannot_train_in_a_run_directory_in_use(tmp_path):
+def test_a_second_process_cannot_train_in_a_run_directory_in_use(tmp_path, anakin_cli):
     import signal
     import time
 
@@ -185,7 +206,7 @@ def test_a_second_process_cannot_train_in_a_run_directory_in_use(tmp_path):
         while not (tmp_path / "busy" / "metrics.jsonl").exists():
             assert time.monotonic() < deadline and first.poll() is None
             time.sleep(0.5)
-        second = anakin("train", "impala", "--resume", str(tmp_path / "busy"))
+        second = anakin_cli("train", "impala", "--resume", str(tmp_path / "busy"))
         assert second.returncode == 2
         (line,) = second.stderr.strip().splitlines()
         assert "busy is in use: process" in line and "is training in it" in line

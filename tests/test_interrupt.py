@@ -118,3 +118,38 @@ def test_a_second_interrupt_aborts_at_once_and_keeps_the_last_checkpoint(tmp_pat
     (line,) = err.strip().splitlines()
     assert "aborted by a second interrupt; the newest checkpoint is kept" in line
     assert not (tmp_path / "run" / "summary.json").exists()  # aborted: no summary written
+
+
+def test_a_time_budget_stops_after_the_call_that_spends_it_and_resume_goes_on(tmp_path):
+    """--time-budget: the call during which training time passes the budget is the last; the
+    run is checkpointed, summarised and evaluated as at its end, and a resume without the
+    budget trains the rest."""
+    import dataclasses
+
+    from anakin import algorithms
+    from anakin.checkpoint import Checkpointer
+    from anakin.config import CheckpointConfig, EvalConfig, TrainConfig
+
+    algo, arch = algorithms.get("impala").presets["tiny"]
+    per_call = arch.num_envs * arch.rollout_length * arch.updates_per_call
+    cfg = TrainConfig(
+        algo=algo,
+        arch=dataclasses.replace(arch, total_env_steps=3 * per_call),
+        eval=EvalConfig(episodes=4, max_steps=20),
+        checkpoint=CheckpointConfig(every_seconds=0),
+        out=str(tmp_path),
+        run_name="budget",
+        quiet=True,
+        time_budget=1e-9,  # spent by the first call
+    )
+    s = runner.train("impala", cfg).summary
+    assert s["env_steps"] == per_call, s
+    assert s["reached_time_budget"]["env_steps"] == per_call, s
+    assert s["reached_time_budget"]["train_time"] == pytest.approx(s["train_time"]), s
+    assert s["time_budget"] == 1e-9 and s["interrupted"] is None, s
+    assert s["eval_episodes"] == 4, s  # evaluated as at the end
+    assert Checkpointer(tmp_path / "budget").steps() == [per_call]
+    unlimited = dataclasses.replace(cfg, time_budget=None)
+    rest = runner.train("impala", unlimited, resume=runner.Resume(tmp_path / "budget"))
+    assert rest.summary["env_steps"] == 3 * per_call, rest.summary
+    assert rest.summary["reached_time_budget"] is None, rest.summary

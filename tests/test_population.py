@@ -258,27 +258,37 @@ TINY = ["--preset", "tiny", "--env", "CartPole-v1", "--arch.total-env-steps", "2
 
 
 @pytest.mark.parametrize(
-    "args, message",
+    "in_subprocess, args, message",
     [
-        (["impala", "--pbt"], "--pbt needs a population of at least 2 runs, got 1"),
-        (["impala", "--pbt", "--num-seeds", "2", "--pbt.fraction", "0.6"], "pbt.fraction=0.6"),
-        (["impala", "--pbt", "--num-seeds", "2", "--pbt.fraction", "0"], "pbt.fraction=0.0"),
+        (True, ["impala", "--pbt"], "--pbt needs a population of at least 2 runs, got 1"),
+        (False, ["impala", "--pbt", "--num-seeds", "2", "--pbt.fraction", "0.6"], "fraction=0.6"),
+        (False, ["impala", "--pbt", "--num-seeds", "2", "--pbt.fraction", "0"], "fraction=0.0"),
         (
+            False,
             ["impala", "--pbt", "--num-seeds", "2", "--pbt.interval", "8"],
             "pbt.interval=8 env steps is shorter than one learner update (32 env steps",
         ),
         (
+            False,
             ["impala", "--pbt", "--num-seeds", "2", "--pbt.interval", "1000"],
             "pbt.interval=1,000 env steps is longer than the run",
         ),
         (
+            False,
             ["impala", "--pbt", "--sweep", "algo.num_sgd_steps_per_step=1,2"],
             "changes array shapes",
         ),
     ],
 )
-def test_bad_pbt_settings_are_one_line_before_compiling(tmp_path, args, message):
-    proc = anakin(*args, *TINY, "--out", str(tmp_path / "runs"))
+def test_bad_pbt_settings_are_one_line_before_compiling(
+    tmp_path, anakin_cli, in_subprocess, args, message
+):
+    """The first case in a subprocess, as a user's command; the rest through the same `main`
+    in this process (see conftest's anakin_cli)."""
+    if in_subprocess:
+        proc = anakin(*args, *TINY, "--out", str(tmp_path / "runs"))
+    else:
+        proc = anakin_cli("train", *args, *TINY, "--out", str(tmp_path / "runs"))
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], proc.stderr

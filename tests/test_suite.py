@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from anakin import stats
-from scripts import make_docs, reference, suite, suite_ppo, suite_run, suite_tasks
+from scripts import make_docs, reference, suite, suite_ppo, suite_report, suite_run, suite_tasks
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -409,3 +409,85 @@ def test_baseline_and_anakin_ppo_keep_apart_logs_and_wall_times(tmp_path, monkey
     assert suite_run.run_anakin("ppo", task, 64, 1, args)["status"] == "failed"
     assert suite_ppo.run_ppo(task, 64, 1, args)["status"] == "failed"
     assert [p.name for p in logs] == ["ppo-Catch-bsuite.log", "purejaxrl_ppo-Catch-bsuite.log"]
+
+
+def test_time_to_threshold_on_hand_made_curves():
+    """The first curve point at the normalised threshold gives the time and env steps; a seed
+    that never gets there counts as never, so half the seeds missing means no median."""
+    tasks = {"T": {"random": {"mean": 0.0}, "best": {"value": 10.0}}}
+
+    def seed(returns):
+        n = len(returns)
+        return {
+            "curve": {
+                "mean_return": returns,
+                "train_time": [1.0 * (i + 1) for i in range(n)],
+                "env_steps": [100 * (i + 1) for i in range(n)],
+            }
+        }
+
+    run = {"algo": "a", "task": "T", "status": "ok", "compile_time_s": 3.0, "train_time_s": 4.0}
+    seeds = [[1, 9.5, 10, 10], [None, 2, 9, 10], [0, 0, 9.2, 8], [0, 0, 0, 0]]
+    got = suite_report.times_to_threshold([{**run, "seeds": [seed(r) for r in seeds]}], tasks, 0.9)
+    t = got["a"]["T"]
+    assert t["threshold"] == 9.0 and t["reached"] == 3 and t["seeds"] == 4
+    assert [p["train_time"] for p in t["per_seed"]] == [2.0, 3.0, 3.0, None]
+    assert t["median_train_time"] == 3.0 and t["median_env_steps"] == 300
+    two_miss = [[1, 9.5], [0, 9.0], [0, 0], [0, 0]]
+    got = suite_report.times_to_threshold(
+        [{**run, "seeds": [seed(r) for r in two_miss]}], tasks, 0.9
+    )
+    assert got["a"]["T"]["median_train_time"] is None and got["a"]["T"]["reached"] == 2
+
+
+def test_time_budget_mode_gives_every_run_the_budget_and_lifts_the_step_caps(capsys):
+    args = suite.parse_args(["--time-budget", "30", "--algos", "impala"])
+    task = suite_tasks.parse_task("CartPole-v1")
+    budget = suite.budget_for(task, args)
+    assert budget == suite.TIME_MODE_CAP
+    cmd = suite_run.anakin_command("impala", task, budget, 2, args, "x")
+    assert cmd[cmd.index("--time-budget") + 1] == "30.0"
+    capped = suite.parse_args(["--time-budget", "30", "--budget", "50000"])
+    assert suite.budget_for(task, capped) == 50_000  # a budget given is the cap
+    for bad, message in (
+        (["--time-budget", "0"], "--time-budget 0.0 must be a number of seconds > 0"),
+        (["--threshold", "1.5"], "--threshold 1.5 must lie in (0, 1]"),
+    ):
+        with pytest.raises(SystemExit):
+            suite.parse_args(bad)
+        assert message in capsys.readouterr().err
+
+
+@pytest.mark.timeout(300)
+def test_time_budget_mode_with_the_ppo_baseline(tmp_path):
+    """Wall-clock mode end to end: IMPALA (tiny) and PureJaxRL's PPO each train for about the
+    budget; PPO's one call is sized by a timed short call. Needs ANAKIN_PUREJAXRL."""
+    folder = os.environ.get("ANAKIN_PUREJAXRL")
+    if not folder:
+        pytest.skip("set ANAKIN_PUREJAXRL to PureJaxRL's purejaxrl/ folder to run PPO")
+    prefix = tmp_path / "suite_time"
+    cmd = [
+        sys.executable,
+        str(ROOT / "scripts" / "suite.py"),
+        *("--tasks", "Catch-bsuite", "--algos", "impala", "--preset", "tiny"),
+        *("--baseline", "purejaxrl", "--purejaxrl", folder, "--num-seeds", "2"),
+        *("--time-budget", "3", "--random-episodes", "64", "--bootstrap-reps", "200"),
+        *("--runs", str(tmp_path / "runs"), "--results", str(prefix), "--no-plot"),
+    ]
+    run_script(cmd)
+    doc = json.loads(prefix.with_suffix(".json").read_text())
+    assert doc["suite"]["time_budget"] == 3.0
+    impala, ppo = doc["runs"]
+    for run in (impala, ppo):
+        assert run["status"] == "ok", run
+        assert 0.5 * 3 <= run["train_time_s"] <= 3 * 3, run["train_time_s"]
+    assert ppo["calibration"]["updates"] == suite_ppo.CALIBRATION_UPDATES
+    assert ppo["env_steps"] % 512 == 0 and ppo["env_steps"] > 0
+    times = doc["summary"]["time_to_threshold"]
+    assert set(times) == {"impala", "purejaxrl_ppo"}
+    assert "**Time to threshold**" in prefix.with_suffix(".md").read_text()
+
+
+def test_the_recorded_command_names_no_folder_of_this_machine():
+    argv = ["--runs", "/tmp/x/runs", "--purejaxrl=/home/me/purejaxrl", "--time-budget", "9"]
+    assert suite.shown_argv(argv) == ["--purejaxrl", "PUREJAXRL/purejaxrl", "--time-budget", "9"]
