@@ -256,10 +256,8 @@ class _StopSignals:
         them at the same call, so none is left waiting in a collective)."""
         if jax.process_count() == 1:
             return self.received
-        from jax.experimental import multihost_utils
-
-        flags = multihost_utils.process_allgather(np.int32(self.received is not None))
-        return (self.received or "a signal to another process") if np.any(flags) else None
+        anywhere = _any_process(self.received is not None)
+        return (self.received or "a signal to another process") if anywhere else None
 
 
 def _any_process(flag: bool) -> bool:
@@ -632,7 +630,7 @@ def _train(
             out_of_time = cfg.time_budget is not None and _any_process(
                 train_time >= cfg.time_budget
             )
-            if out_of_time and time_budget_hit is None:
+            if out_of_time:  # the last call
                 time_budget_hit = {"env_steps": record["env_steps"], "train_time": train_time}
             last = stop or out_of_time or interrupted is not None or call == num_calls - 1
             if primary and not (run_dir / "config.json").is_file():
