@@ -20,8 +20,20 @@ _xla.add_xla_flag("--xla_force_host_platform_device_count=4")
 # optimisation and its fusion emitters are turned off for them (the suite then takes about half
 # the time on 2 cores; results are still exact against the same flags, which every comparison in
 # a test uses). Users' runs keep XLA's defaults.
-_xla.add_xla_flag("--xla_backend_optimization_level=0")
-_xla.add_xla_flag("--xla_cpu_use_fusion_emitters=false")
+TEST_ONLY_XLA_FLAGS = ("--xla_backend_optimization_level=0", "--xla_cpu_use_fusion_emitters=false")
+for _flag in TEST_ONLY_XLA_FLAGS:
+    _xla.add_xla_flag(_flag)
+
+
+def optimised_env() -> dict[str, str]:
+    """This process's environment for a subprocess that compiles as a user's run on a laptop:
+    XLA's optimisations on and one CPU device (the safe CPU flag stays). For a test whose program
+    runs long enough that unoptimised code costs more than optimising it (SAC's learner)."""
+    env = dict(os.environ)
+    drop = (*TEST_ONLY_XLA_FLAGS, "--xla_force_host_platform_device_count")
+    env["XLA_FLAGS"] = " ".join(f for f in env["XLA_FLAGS"].split() if not f.startswith(drop))
+    return env
+
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
