@@ -208,6 +208,9 @@ def test_docs_results_md_is_generated_from_the_result_files():
     after re-measuring, run `python scripts/make_docs.py` and commit both."""
     committed = (ROOT / "docs" / "results.md").read_text()
     assert make_docs.render() == committed, "docs/results.md is stale: python scripts/make_docs.py"
+    readme = (ROOT / "README.md").read_text()
+    assert make_docs.render_readme(readme) == readme, "README.md's results block is stale"
+    assert "| IQM at " in readme  # the block holds a table
     # No folder of the measuring machine reaches the docs.
     assert "/tmp/" not in committed and "/home/" not in committed
 
