@@ -64,9 +64,14 @@ class ReplayLayout(NamedTuple):
         return self.num_envs * max(per_env, 0)
 
     @property
+    def tree_leaves(self) -> int:
+        """Leaves of the sum tree: one per slot of this device's environments."""
+        return self.num_envs * self.slots
+
+    @property
     def tree_depth(self) -> int:
-        """Levels of the sum tree above its leaves (one leaf per slot, padded)."""
-        return tree_depth(self.num_envs * self.slots)
+        """Levels of the sum tree above its leaves."""
+        return tree_depth(self.tree_leaves)
 
 
 def sequence_layout(
@@ -218,7 +223,9 @@ def init(
         steps=jax.tree.map(lambda x: jnp.zeros((e, c, *jnp.shape(x)), jnp.asarray(x).dtype), step),
         core=jax.tree.map(lambda x: jnp.zeros((e, k, *jnp.shape(x)), jnp.asarray(x).dtype), core),
         priority=jnp.zeros((e, k), jnp.float32),
-        tree=build_tree(jnp.zeros(0, jnp.float32), layout.tree_depth) if layout.prioritised else (),
+        tree=build_tree(jnp.zeros(0, jnp.float32), layout.tree_leaves)
+        if layout.prioritised
+        else (),
         exponent=jnp.asarray(exponent, jnp.float32),
         written=jnp.int32(0),
         max_priority=jnp.float32(1.0),
@@ -228,9 +235,12 @@ def init(
 # --- the sum tree ----------------------------------------------------------------------------
 #
 # A BRANCH-ary tree stored level by level: levels[0] holds the leaves (slot weights, padded with
-# zeros to BRANCH ** depth), levels[d + 1][i] = sum(levels[d][BRANCH i : BRANCH (i + 1)]), and
-# levels[-1] is the root. A wide tree keeps the number of sequential steps per sample or update
-# small (3 for 32 768 slots), which is what costs on accelerators and CPUs alike.
+# zeros to a multiple of BRANCH), levels[d + 1][i] = sum(levels[d][BRANCH i : BRANCH (i + 1)]),
+# each level again padded to a multiple of BRANCH, and levels[-1] is the root. A wide tree keeps
+# the number of sequential steps per sample or update small (3 for 32 768 slots), which is what
+# costs on accelerators and CPUs alike. Padding each level only to a multiple of BRANCH, not the
+# leaves to BRANCH ** depth, keeps the tree the size of the slots: 65 536 slots (DQN's default)
+# padded to 32 ** 4 made a leaf level of 1 048 576, 16x the slots, that the SGD loop carries.
 
 BRANCH = 32
 _PREFIX = jnp.triu(jnp.ones((BRANCH, BRANCH), jnp.float32))  # x @ _PREFIX: inclusive cumsum
@@ -243,16 +253,23 @@ def tree_depth(num_leaves: int) -> int:
     return depth
 
 
+def _padded(n: int) -> int:
+    return -(-n // BRANCH) * BRANCH
+
+
 def _weights(priority: jax.Array, exponent: jax.Array) -> jax.Array:
     return jnp.where(priority > 0, jnp.maximum(priority, MIN_PRIORITY) ** exponent, 0.0)
 
 
-def build_tree(weights: jax.Array, depth: int) -> tuple[jax.Array, ...]:
-    """The sum tree of `weights` (flat, padded with zeros to BRANCH ** depth leaves)."""
-    level = jnp.zeros(BRANCH**depth, jnp.float32).at[: weights.shape[0]].set(weights)
+def build_tree(weights: jax.Array, num_leaves: int) -> tuple[jax.Array, ...]:
+    """The sum tree of `num_leaves` leaves holding `weights` (flat, at most `num_leaves`;
+    the leaves after them hold zero)."""
+    level = jnp.zeros(_padded(num_leaves), jnp.float32).at[: weights.shape[0]].set(weights)
     levels = [level]
-    for _ in range(depth):
+    for _ in range(tree_depth(num_leaves)):
         level = level.reshape(-1, BRANCH).sum(axis=1)
+        if level.shape[0] > 1:
+            level = jnp.pad(level, (0, _padded(level.shape[0]) - level.shape[0]))
         levels.append(level)
     return tuple(levels)
 
@@ -360,7 +377,7 @@ def insert(
     if not layout.prioritised:
         tree = ()
     elif num_changed >= layout.slots:
-        tree = build_tree(_weights(priority, replay.exponent).reshape(-1), layout.tree_depth)
+        tree = build_tree(_weights(priority, replay.exponent).reshape(-1), layout.tree_leaves)
     else:
         first = jnp.floor_divide(replay.written - layout.length, layout.period) + 1
         slots = jnp.mod(first + jnp.arange(num_changed), layout.slots)  # [M]

@@ -148,7 +148,7 @@ def test_sampling_frequencies_follow_priorities(exponent):
         priority=priorities,
         exponent=jnp.float32(exponent),
         written=jnp.int32(8),
-        tree=rp.build_tree(rp._weights(priorities, exponent).reshape(-1), layout.tree_depth),
+        tree=rp.build_tree(rp._weights(priorities, exponent).reshape(-1), layout.tree_leaves),
     )
     n = 200_000
     sample = jax.jit(lambda k: rp.sample(replay, layout, k, n))(jax.random.PRNGKey(0))
@@ -170,7 +170,7 @@ def test_tree_updates_stay_exact_and_never_pick_zero_priority():
     weights = jnp.asarray(
         rng.uniform(0, 1, n_items) * (rng.uniform(size=n_items) > 0.3), jnp.float32
     )
-    tree = rp.build_tree(weights, rp.tree_depth(1024))
+    tree = rp.build_tree(weights, 1024)
     update = jax.jit(rp.set_leaves)
     for _ in range(300):  # many batched updates, with duplicate indices
         idx = jnp.asarray(rng.integers(0, n_items, 64))
@@ -181,7 +181,7 @@ def test_tree_updates_stay_exact_and_never_pick_zero_priority():
         tree = update(tree, idx, new)
         weights = weights.at[idx].set(new)
     # Exactly the tree a fresh build gives: no accumulated float32 drift.
-    for got, fresh in zip(tree, rp.build_tree(weights, rp.tree_depth(1024)), strict=True):
+    for got, fresh in zip(tree, rp.build_tree(weights, 1024), strict=True):
         np.testing.assert_array_equal(got, fresh)
     # Draws at the very top of [0, 1) and many random ones never return a zero-weight leaf.
     u = jnp.concatenate(
@@ -198,7 +198,7 @@ def test_tree_updates_stay_exact_and_never_pick_zero_priority():
 def test_search_with_huge_and_tiny_weights():
     # Many tiny priorities after a huge one: rounding cannot pick a zero.
     weights = jnp.concatenate([jnp.array([1e8]), jnp.full(1000, 1e-3), jnp.zeros(23)])
-    tree = rp.build_tree(weights, rp.tree_depth(1024))
+    tree = rp.build_tree(weights, 1024)
     idx = rp.search(tree, jax.random.uniform(jax.random.PRNGKey(1), (100_000,)))
     assert float(jnp.min(weights[idx])) > 0
     assert float(jnp.mean(idx == 0)) > 0.99
@@ -233,3 +233,16 @@ def test_uniform_replay_samples_every_valid_slot_equally_and_keeps_no_tree():
     np.testing.assert_array_equal(sample.steps.obs[1] - sample.steps.obs[0], 1.0)
     same = rp.update_priorities(replay, layout, sample, jnp.ones(n))
     assert same is replay
+
+
+def test_tree_levels_are_padded_to_branch_multiples_not_to_a_full_tree():
+    # 65 536 slots (DQN's default replay): a full 32-ary tree of depth 4 would have 1 048 576
+    # leaves, all carried through every SGD step.
+    sizes = [level.shape[0] for level in rp.build_tree(jnp.zeros(0), 65_536)]
+    assert sizes == [65_536, 2_048, 64, 32, 1]
+    weights = jnp.arange(1.0, 34.0)  # 33 leaves: two children of the root, one nearly empty
+    tree = rp.build_tree(weights, 33)
+    assert [level.shape[0] for level in tree] == [64, 32, 1]
+    assert float(tree[-1][0]) == float(weights.sum()) and float(tree[1][1]) == 33.0
+    idx = rp.search(tree, jnp.array([0.0, 0.5, 1.0 - 2**-24]))
+    assert int(idx[-1]) == 32 and int(jnp.max(idx)) < 33
