@@ -2,7 +2,8 @@
 
     python scripts/bench.py                      # everything below, a few minutes on 2 CPU cores
     python scripts/bench.py --quick              # fewer rounds, CartPole only
-    python scripts/bench.py --only main          # or: scaling, replay, profile
+    python scripts/bench.py --only main          # or: scaling, replay, profile, replay_profile,
+                                                 #     cost
     python scripts/bench.py --json bench.json --png scaling.png
 
 Each measurement runs in its own process (so that the device count can be chosen with
@@ -27,6 +28,10 @@ Tables:
            second: ours next to flashbax's prioritised trajectory buffer, same sizes.
   profile  where IMPALA's time goes: the full program, the same without learner updates, and
            without the network acting (random actions), plus its FLOPs per env step.
+  replay_profile  where DQN's and R2D2's time goes on CartPole-v1 at `--cost-envs`
+           environments: env steps/s of the whole program and the share of its time that the
+           gradient steps, the sampling and priority writes, the replay insert, the acting and
+           the environment take (each part taken out in turn).
   cost     what each layout costs as it grows (`--cost-envs`, default 32 to 4,096 environments
            on `--main-devices` devices): env steps/s next to plain environment stepping,
            compile time, peak host memory, FLOPs per env step (matrix products and
@@ -429,6 +434,101 @@ def measure_profile(spec: dict) -> dict:
     return out
 
 
+# The replay learners' programs with one part taken out at a time, outermost last: each
+# variant's time per env step less the next one's is what that part costs.
+REPLAY_PARTS = (
+    ("full program", "gradient steps"),
+    ("no gradients", "sampling and priority writes"),
+    ("no SGD steps", "replay insert"),
+    ("no update", "acting (the Q-network)"),
+    ("no update, random actions", "environment and loop"),
+)
+
+
+def measure_replay_profile(spec: dict) -> dict:
+    """Where a replay learner's time goes (DQN, R2D2): env steps/s of its program whole and
+    with, in turn, the gradient steps (sampling and priority writes kept), the SGD steps (the
+    insert kept), the whole update and the network's acting taken out. Parts are taken out by
+    standing in for the shared functions in algorithms/learning.py that every replay learner
+    calls (sgd_step, sgd_steps_when_ready), so the rest of each program is the algorithm's own."""
+    import contextlib
+    from unittest import mock
+
+    import jax
+    import jax.numpy as jnp
+    from anakin.algorithms import learning
+
+    from anakin import loop, runner
+
+    algo_name = spec["algo"]
+    cfg = make_config(algo_name, "CartPole-v1", spec["num_envs"], 0, "")
+    cfg = dataclasses.replace(  # learn from the first call on
+        cfg, algo=dataclasses.replace(cfg.algo, min_replay_size=cfg.algo.batch_size)
+    )
+    s = runner.setup(algo_name, cfg)
+    base = s.algorithm
+    real_when_ready = learning.sgd_steps_when_ready
+
+    def no_gradient(state, loss_fn, optimizer, *loss_args):  # the sample is still drawn
+        _, aux = jax.eval_shape(lambda params: loss_fn(params, *loss_args), state.params)
+        aux = jax.tree.map(lambda x: jnp.ones(x.shape, x.dtype), aux)
+        return state.replace(sgd_steps=state.sgd_steps + 1), aux, jnp.float32(0)
+
+    def never_ready(state, sgd_step, key, num_steps, ready):
+        return real_when_ready(state, sgd_step, key, num_steps, jnp.zeros_like(ready))
+
+    def no_update(learner, traj, key):
+        return learner, {"loss": jnp.float32(0)}
+
+    def random_act(learner, actor, obs, first, keys, evaluate=False):
+        action = jax.vmap(lambda k: jax.random.randint(k, (), 0, s.spec.num_actions))(keys)
+        return action, actor, {}
+
+    variants = {
+        "full program": (base, ()),
+        "no gradients": (base, (("sgd_step", no_gradient),)),
+        "no SGD steps": (base, (("sgd_steps_when_ready", never_ready),)),
+        "no update": (base._replace(update=no_update), ()),
+        "no update, random actions": (base._replace(update=no_update, act=random_act), ()),
+    }
+    compiled = {}
+    for name, (algo, patches) in variants.items():
+        program = loop.make_program(
+            algo,
+            s.env,
+            s.env_params,
+            num_envs=cfg.arch.num_envs,
+            rollout_length=cfg.arch.rollout_length,
+            updates_per_call=cfg.arch.updates_per_call,
+            devices=s.devices,
+        )
+        state = program.init(0)
+        # lax.scan keeps the jaxpr it traced of a function (the algorithm's own sgd_step, the
+        # same object in every variant): without this, a stand-in would never be traced.
+        jax.clear_caches()
+        with contextlib.ExitStack() as stack:
+            for attr, fn in patches:  # in place while the program is traced
+                stack.enter_context(mock.patch.object(learning, attr, fn))
+            fn = program.compile(state)
+        state, _ = fn(state)  # the replay now holds a batch
+        compiled[name] = [fn, state]
+    times = {name: [] for name in variants}
+    for _ in range(spec["rounds"]):  # variants interleaved, against drift
+        for name, holder in compiled.items():
+
+            def call(holder=holder):
+                holder[1], m = holder[0](holder[1])
+                return m
+
+            times[name] += timed(call, spec["calls"])
+    out = {"algo": algo_name, "num_envs": cfg.arch.num_envs, "devices": len(s.devices)}
+    per_update = cfg.algo.sgd_steps_per_update(cfg.arch)
+    out["sgd_steps_per_env_step"] = per_update / (cfg.arch.num_envs * cfg.arch.rollout_length)
+    for name in variants:
+        out[name] = s.steps_per_call / statistics.median(times[name])
+    return out
+
+
 def measure_matmul(spec: dict) -> dict:
     """FLOP/s of a large float32 matmul on every device at once (pmapped): the arithmetic peak
     that utilisation is measured against."""
@@ -448,6 +548,24 @@ def measure_matmul(spec: dict) -> dict:
     jax.block_until_ready(fn(x))
     t = statistics.median(timed(lambda: fn(x), spec["rounds"] * spec["calls"]))
     return {"devices": len(devices), "flops_per_s": 2.0 * n**3 * repeats * len(devices) / t}
+
+
+def replay_profile_table(rows: list[dict]) -> str:
+    """Per replay learner and layout: env steps/s whole, then the share of its time per env
+    step that each part takes (a variant's time less the next one's)."""
+    parts = [part for _, part in REPLAY_PARTS]
+    lines = [
+        "| algorithm | envs | env steps/s | SGD steps/env step | " + " | ".join(parts) + " |",
+        "|---|---:|---:|---:|" + "---:|" * len(parts),
+    ]
+    for r in rows:
+        cost = [1.0 / r[name] for name, _ in REPLAY_PARTS] + [0.0]
+        shares = [(cost[i] - cost[i + 1]) / cost[0] for i in range(len(REPLAY_PARTS))]
+        lines.append(
+            f"| {r['algo']} | {r['num_envs']} | {fmt(r['full program'])} | "
+            f"{r['sgd_steps_per_env_step']:.3g} | " + " | ".join(f"{x:.0%}" for x in shares) + " |"
+        )
+    return "\n".join(lines)
 
 
 def cost_table(rows: list[dict], peak: float) -> str:
@@ -569,7 +687,7 @@ def main() -> None:
         "--only",
         nargs="+",
         default=["main", "scaling", "replay", "profile"],
-        choices=["main", "scaling", "replay", "profile", "cost"],
+        choices=["main", "scaling", "replay", "profile", "replay_profile", "cost"],
     )
     p.add_argument("--cost-envs", type=int, nargs="+", default=[32, 256, 1024, 4096])
     p.add_argument("--cost-algos", nargs="+", default=["impala", "ppo", "dqn", "r2d2"])
@@ -591,6 +709,7 @@ def main() -> None:
             "train": measure,
             "replay": measure_replay,
             "profile": measure_profile,
+            "replay_profile": measure_replay_profile,
             "matmul": measure_matmul,
             "dataset": lambda sp: str(synthetic_dataset(sp["env"], sp["steps"], Path(sp["path"]))),
         }[kind]
@@ -671,6 +790,17 @@ def main() -> None:
                 f"{fmt(r['no learner update'])} | {fmt(r['no update, random actions'])} | "
                 f"{r['flops_per_env_step']:,.0f} |"
             )
+
+    if "replay_profile" in args.only:
+        rows = []
+        for n in args.cost_envs:
+            for algo in ("dqn", "r2d2"):
+                rows.append(
+                    run_worker("replay_profile", {"algo": algo, "num_envs": n, **timing}, 1)
+                )
+                print(replay_profile_table(rows[-1:]).splitlines()[-1], flush=True)
+        results["replay_profile"] = rows
+        print("\n" + replay_profile_table(rows))
 
     if "cost" in args.only:
         d = args.main_devices

@@ -14,10 +14,11 @@ Kinds of file, told apart by their contents:
 - sweeps (scripts/suite_sweep.py: a "ranking"): the settings ranked by IQM;
 - the reference table (scripts/reference.py: a "reference" record), time to a score
   (scripts/time_to_score.py: a "time_to_score" record);
-- layouts (scripts/layout_compare.py: a "layout" record), long runs (scripts/stability.py:
+- layouts (scripts/layout_compare.py: a "layout" record), torsos for images
+  (scripts/image_torso.py: an "image_torso" record), long runs (scripts/stability.py:
   a "stability" record) and population-based training (scripts/pbt_compare.py: a
   "pbt_compare" record): their tables, as those scripts print them;
-- throughput (scripts/bench.py: "main", "scaling", "replay", "profile", "cost";
+- throughput (scripts/bench.py: "main", "scaling", "replay", "profile", "replay_profile", "cost";
   scripts/bench_purejaxrl.py: "args" with "purejaxrl"; scripts/bench_stoix.py: a "stoix_commit").
 A file of another kind is listed at the end, by name, until a table is written for it here.
 
@@ -38,6 +39,8 @@ if __name__ == "__main__" and not __package__:  # run as a file: import its sibl
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scripts import (  # noqa: E402
+    bench,
+    image_torso,
     layout_compare,
     pbt_compare,
     reference,
@@ -198,6 +201,10 @@ def layout_section(name: str, doc: dict[str, Any]) -> list[str]:
     return [f"### {name}", "", *layout_compare.table(doc)]
 
 
+def image_torso_section(name: str, doc: dict[str, Any]) -> list[str]:
+    return [f"### {name}", "", *image_torso.table(doc)]
+
+
 def pbt_section(name: str, doc: dict[str, Any]) -> list[str]:
     return [f"### {name}", "", *pbt_compare.table(doc)]
 
@@ -296,6 +303,13 @@ def bench_section(name: str, doc: dict[str, Any]) -> list[str]:
         header = ["envs", "devices", flops, *keys]
         caption = "Where IMPALA's time goes (`profile`, env steps/s of each program):"
         lines += block(caption, header, "r" * len(header), rows)
+    if doc.get("replay_profile"):
+        caption = (
+            "Where the replay learners' time goes (`replay_profile`, CartPole-v1): the share of "
+            "each env step's time that each part takes, measured by taking the parts out in "
+            "turn (gradients, then SGD steps, the update, the acting):"
+        )
+        lines += [caption, "", *bench.replay_profile_table(doc["replay_profile"]).splitlines(), ""]
     if doc.get("cost"):
         peak = doc["cost"]["matmul_flops_per_s"]
         rows = []
@@ -404,6 +418,8 @@ def kind(doc: Any) -> str | None:
         return "time_to_score"
     if "layout" in doc and "rows" in doc:
         return "layout"
+    if "image_torso" in doc and "rows" in doc:
+        return "image_torso"
     if "stability" in doc and "rows" in doc:
         return "stability"
     if "pbt_compare" in doc and "rows" in doc:
@@ -412,7 +428,7 @@ def kind(doc: Any) -> str | None:
         return "stoix"
     if "purejaxrl" in doc.get("args", {}):
         return "purejaxrl"
-    if any(k in doc for k in ("main", "scaling", "replay", "profile", "cost")):
+    if any(k in doc for k in ("main", "scaling", "replay", "profile", "replay_profile", "cost")):
         return "bench"
     return None
 
@@ -448,6 +464,13 @@ PARTS = (  # (kind, heading, what the files hold, section)
         "`--arch.layout cpu` against `--arch.layout accelerator` (or a candidate for one): env "
         "steps and wall time to a score.",
         layout_section,
+    ),
+    (
+        "image_torso",
+        "Torsos for images",
+        "Env steps/s of the conv torso the image defaults choose against MLPs on the flattened "
+        "image.",
+        image_torso_section,
     ),
     (
         "stability",

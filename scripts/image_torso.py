@@ -1,0 +1,154 @@
+"""Which torso the image defaults should use: env steps/s of each candidate, side by side.
+
+    python scripts/image_torso.py                         # PPO and IMPALA on Breakout-MinAtar
+    python scripts/image_torso.py --algos ppo --env SpaceInvaders-MinAtar --rounds 3
+
+Each variant is an algorithm's defaults plus a few flags (the conv torso the defaults choose
+for images; gymnax-blines' reference agent, an MLP of 256x2 on the flattened image; a small MLP),
+trained through the public command for --steps env steps per seed:
+
+    anakin train ALGO --env ENV --num-seeds N --arch.total-env-steps STEPS --eval.episodes 0
+        --quiet --checkpoint.no-enabled FLAGS
+
+one process per run, the variants in turn within each round and the order reversed on odd
+rounds, so that this machine's drift falls on every variant alike. From each run's
+summary.json: env steps/s over its program calls (compiling apart) and compile time. The table
+gives the median over rounds and the ratio to the first variant of the same algorithm; with
+10M env steps per MinAtar seed the budget, it also gives the minutes a 10M-step seed takes.
+
+Writes scripts/results/image_torso.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+VARIANTS = {
+    "conv (defaults)": [],
+    "mlp 256x2 (reference)": ["--algo.network.torso", "mlp", "--algo.network.hidden-sizes",
+                              "256", "256"],
+    "mlp 64x2": ["--algo.network.torso", "mlp", "--algo.network.hidden-sizes", "64", "64"],
+}  # fmt: skip
+
+
+def run_once(algo: str, env: str, flags: list[str], a: argparse.Namespace, out: Path) -> dict:
+    name = f"{algo}-{len(list(out.iterdir()))}"
+    cmd = [
+        sys.executable, "-m", "anakin.cli", "train", algo, "--env", env,
+        "--num-seeds", str(a.num_seeds), "--arch.total-env-steps", str(a.steps),
+        "--eval.episodes", "0", "--quiet", "--checkpoint.no-enabled",
+        "--out", str(out), "--run-name", name, *flags,
+    ]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
+    if done.returncode != 0:
+        return {"error": (done.stderr.strip().splitlines() or ["no output"])[-1][-300:]}
+    s = json.loads((out / name / "summary.json").read_text())
+    return {"sps": s["sps"], "compile_time": s["compile_time"], "env_steps": s["env_steps"]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--algos", nargs="+", default=["ppo", "impala"])
+    p.add_argument("--env", default="Breakout-MinAtar")
+    p.add_argument("--num-seeds", type=int, default=2)
+    p.add_argument("--steps", type=int, default=300_000, help="env steps per seed per run")
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--timeout", type=float, default=1200)
+    p.add_argument("--results", default=str(ROOT / "scripts" / "results" / "image_torso"))
+    a = p.parse_args(argv)
+    rows = {(algo, v): [] for algo in a.algos for v in VARIANTS}
+    order = list(rows)
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(a.rounds):
+            for algo, v in order if r % 2 == 0 else order[::-1]:
+                got = run_once(algo, a.env, VARIANTS[v], a, Path(tmp))
+                rows[algo, v].append(got)
+                print(f"round {r + 1}: {algo} {v}: {got}", flush=True)
+    write(rows, a, argv if argv is not None else sys.argv[1:])
+    return 0
+
+
+def write(rows: dict[tuple[str, str], list[dict]], a: argparse.Namespace, argv: list[str]) -> None:
+    """The result files from each (algorithm, variant)'s runs, in round order."""
+    out = []
+    for algo in a.algos:
+        first = None
+        for v in VARIANTS:
+            ok = [x for x in rows[algo, v] if "sps" in x]
+            sps = statistics.median(x["sps"] for x in ok) if ok else None
+            first = first if first is not None else sps
+            out.append(
+                {
+                    "algo": algo,
+                    "variant": v,
+                    "flags": shlex.join(VARIANTS[v]),
+                    "sps": sps,
+                    "ratio": sps / first if sps and first else None,
+                    # the first round's: later rounds read the persistent compile cache
+                    "compile_time": ok[0]["compile_time"] if ok else None,
+                    "minutes_per_10m_steps_per_seed": (
+                        10_000_000 * a.num_seeds / sps / 60 if sps else None
+                    ),
+                    "rounds": rows[algo, v],
+                }
+            )
+    shown = [x for x in argv if "/" not in x]
+    command = shlex.join(["python", "scripts/image_torso.py", *shown])
+    doc = {
+        "image_torso": True,
+        "command": command,
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "cpus": os.cpu_count(),
+        "env": a.env,
+        "num_seeds": a.num_seeds,
+        "steps": a.steps,
+        "rounds": a.rounds,
+        "rows": out,
+    }
+    lines = [f"# Torsos for image observations on {a.env}", "", *table(doc)]
+    Path(a.results).with_suffix(".json").write_text(json.dumps(doc, indent=1))
+    Path(a.results).with_suffix(".md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+def table(doc: dict) -> list[str]:
+    """The result file's table, as markdown lines (also docs/results.md's)."""
+    a_env, seeds, steps, rounds = doc["env"], doc["num_seeds"], doc["steps"], doc["rounds"]
+    command, date = doc["command"], doc["date"]
+    lines = [
+        f"Written by `{command}` on {date[:10]} ({doc['cpus']} CPU cores), {a_env}: each "
+        "algorithm's "
+        f"defaults plus the variant's flags, {seeds} seeds in one program, "
+        f"{steps:,} env steps per seed per run, {rounds} rounds in alternating order; "
+        "medians over rounds. Env steps/s count every seed's steps over the program calls "
+        "(compiling apart); minutes to 10M steps a seed are 10M x seeds over that rate; compile "
+        "time is the first round's (later rounds read the persistent compile cache).",
+        "",
+        f"| algorithm | variant | env steps/s | x first | compile s | min to 10M steps a seed "
+        f"({seeds} seeds) |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for row in doc["rows"]:
+        if row["sps"] is None:
+            lines.append(f"| {row['algo']} | {row['variant']} | failed | | | |")
+            continue
+        lines.append(
+            f"| {row['algo']} | {row['variant']} | {row['sps']:,.0f} | {row['ratio']:.2f} | "
+            f"{row['compile_time']:.1f} | {row['minutes_per_10m_steps_per_seed']:.1f} |"
+        )
+    return lines
+
+
+if __name__ == "__main__":
+    sys.exit(main())
