@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import shutil
 import sys
 from pathlib import Path
@@ -101,7 +100,8 @@ class _QuietFailure:
     """While a checkpoint is written: orbax's worker threads report a failed write with pages
     of tracebacks and absl/asyncio errors of their own, before and after the save raises. Those
     are held back from stderr; after a failure they stay held back (the run is ending with one
-    line that says why), after a success everything is as before."""
+    line that says why, and stderr passes only anakin's lines), after a success everything is
+    as before."""
 
     def __enter__(self) -> None:
         import logging
@@ -124,24 +124,23 @@ class _QuietFailure:
             threading.excepthook, sys.stderr = self._hook, self._stderr
 
 
-# A frame line or the closing "SomeError: ..." line of a traceback printed in pieces.
-_TRACEBACK_TAIL = re.compile(r"^(\s+\S|[A-Za-z_][\w.]*(Error|Exception)\b)")
-
-
 class _DropTracebacks:
-    """stderr without the tracebacks that orbax's dying threads print after a failed write."""
+    """stderr that passes only anakin's own lines (they start with "anakin" or "[anakin]"),
+    while a checkpoint is written and, after a failed write, until the process ends: orbax's
+    dying threads print tracebacks in pieces, warnings about coroutines never awaited at exit,
+    and write them between the pieces of other writes, so nothing else is let through."""
 
     def __init__(self, stream: Any):
-        self._stream, self._dropping = stream, False
+        self._stream, self._ours = stream, False
 
     def write(self, text: str) -> int:
-        if text.startswith(("Traceback (most recent call last)", "ERROR:", "Exception in")):
-            self._dropping = True
-        elif text.startswith("anakin") or text.startswith("[anakin]"):
-            self._dropping = False
-        elif _TRACEBACK_TAIL.match(text):  # the rest of a traceback begun before our line
-            return len(text)
-        return len(text) if self._dropping else self._stream.write(text)
+        if text.startswith(("anakin", "[anakin]")):
+            self._ours = not text.endswith("\n")  # the rest of the line may follow
+            return self._stream.write(text)
+        if self._ours and text == "\n":  # print()'s end, written apart from its text
+            self._ours = False
+            return self._stream.write(text)
+        return len(text)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)

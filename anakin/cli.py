@@ -81,7 +81,9 @@ def _os_error(e: OSError) -> str:
 
 
 def _error(command: str, message: str, code: int = 2) -> int:
-    print(f"anakin {command}: error: {message}", file=sys.stderr)
+    # One write, newline included: threads of a library may write to stderr at the same time.
+    sys.stderr.write(f"anakin {command}: error: {message}\n")
+    sys.stderr.flush()
     return code
 
 

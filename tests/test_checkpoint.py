@@ -307,3 +307,29 @@ def test_a_forced_resume_keeps_the_old_config_and_pins_its_checkpoint(tmp_path):
     # keep=1 kept the newest and the pinned one: the state before the forced change survives.
     assert ckpt.good_steps() == [3 * per_call, 5 * per_call]
     ckpt.close()
+
+
+def test_after_a_failed_write_stderr_passes_only_anakins_lines():
+    # What orbax's dying threads wrote between the pieces of our error line (seen in about one
+    # full-disk run in five): traceback pieces, a bare ": Event loop is closed", an exit warning.
+    import io
+
+    from anakin.checkpoint import _DropTracebacks
+
+    out = io.StringIO()
+    err = _DropTracebacks(out)
+    for text in [
+        "Traceback (most recent call last):\n",
+        "anakin train: error: writing checkpoint 6016 failed",
+        "    self._check_closed()",
+        "\n",
+        "RuntimeError",
+        ": Event loop is closed",
+        "\n",
+        "sys:1: RuntimeWarning: coroutine 'write_fragment' was never awaited\n",
+        "[anakin] stopped\n",
+    ]:
+        assert err.write(text) == len(text)
+    assert (
+        out.getvalue() == "anakin train: error: writing checkpoint 6016 failed\n[anakin] stopped\n"
+    )
