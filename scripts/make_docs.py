@@ -540,6 +540,8 @@ def readme_block(results: Path = RESULTS) -> list[str]:
         suite, summary = doc["suite"], doc["summary"]
         times, columns = summary["time_to_threshold"], suite["columns"]
         command = shlex.join(["python", "scripts/suite.py", *shown_argv(suite["argv"])])
+        flags = suite.get("train_args") or {}
+        labels = [f"{c} (`{shlex.join(flags[c])}`)" if flags.get(c) else c for c in columns]
         lines += [
             f"{suite['time_budget']:g} s of training per run (compiling apart), "
             f"{suite_report.seeds_text(suite['seeds'])} seeds per task, {suite['date'][:10]}, "
@@ -550,7 +552,7 @@ def readme_block(results: Path = RESULTS) -> list[str]:
             "",
             f"`{command}`",
             "",
-            "| task | " + " | ".join(columns) + " |",
+            "| task | " + " | ".join(labels) + " |",
             "|---|" + "---:|" * len(columns),
         ]
         iqm = []
