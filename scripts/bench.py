@@ -382,40 +382,56 @@ def measure_replay(spec: dict) -> dict:
 # --- profile -------------------------------------------------------------------------------
 
 
-def measure_profile(spec: dict) -> dict:
-    """IMPALA's time split: full program vs no learner update vs random actions too."""
+def _without_update(algo, num_actions: int, random_actions: bool = False):
+    """`algo` with no learner update (and, if asked, uniformly random actions): what the
+    profiles take away to see what the rest of the program costs."""
     import jax
     import jax.numpy as jnp
-
-    from anakin import loop, runner
-
-    cfg = make_config("impala", "CartPole-v1", spec["num_envs"], 131_072, "")
-    s = runner.setup("impala", cfg)
-    base = s.algorithm
 
     def no_update(learner, traj, key):
         return learner, {"loss": jnp.float32(0)}
 
     def random_act(learner, actor, obs, first, keys, evaluate=False):
-        action = jax.vmap(lambda k: jax.random.randint(k, (), 0, s.spec.num_actions))(keys)
+        action = jax.vmap(lambda k: jax.random.randint(k, (), 0, num_actions))(keys)
         return action, actor, {}
 
+    if random_actions:
+        return algo._replace(update=no_update, act=random_act)
+    return algo._replace(update=no_update)
+
+
+def _program(s, cfg, algo):
+    """The training program of `algo` with setup `s`'s environment, layout and devices."""
+    from anakin import loop
+
+    return loop.make_program(
+        algo,
+        s.env,
+        s.env_params,
+        num_envs=cfg.arch.num_envs,
+        rollout_length=cfg.arch.rollout_length,
+        updates_per_call=cfg.arch.updates_per_call,
+        devices=s.devices,
+    )
+
+
+def measure_profile(spec: dict) -> dict:
+    """IMPALA's time split: full program vs no learner update vs random actions too."""
+    import jax
+
+    from anakin import runner
+
+    cfg = make_config("impala", "CartPole-v1", spec["num_envs"], 131_072, "")
+    s = runner.setup("impala", cfg)
+    base = s.algorithm
     variants = {
         "full program": base,
-        "no learner update": base._replace(update=no_update),
-        "no update, random actions": base._replace(update=no_update, act=random_act),
+        "no learner update": _without_update(base, s.spec.num_actions),
+        "no update, random actions": _without_update(base, s.spec.num_actions, True),
     }
     out = {"num_envs": cfg.arch.num_envs, "devices": len(s.devices)}
     for name, algo in variants.items():
-        program = loop.make_program(
-            algo,
-            s.env,
-            s.env_params,
-            num_envs=cfg.arch.num_envs,
-            rollout_length=cfg.arch.rollout_length,
-            updates_per_call=cfg.arch.updates_per_call,
-            devices=s.devices,
-        )
+        program = _program(s, cfg, algo)
         holder = {"state": program.init(0)}
         compiled = program.compile(holder["state"])
         if name == "full program":  # XLA's cost analysis counts a loop body once: not it
@@ -458,7 +474,7 @@ def measure_replay_profile(spec: dict) -> dict:
     import jax.numpy as jnp
     from anakin.algorithms import learning
 
-    from anakin import loop, runner
+    from anakin import runner
 
     algo_name = spec["algo"]
     cfg = make_config(algo_name, "CartPole-v1", spec["num_envs"], 0, "")
@@ -477,31 +493,16 @@ def measure_replay_profile(spec: dict) -> dict:
     def never_ready(state, sgd_step, key, num_steps, ready):
         return real_when_ready(state, sgd_step, key, num_steps, jnp.zeros_like(ready))
 
-    def no_update(learner, traj, key):
-        return learner, {"loss": jnp.float32(0)}
-
-    def random_act(learner, actor, obs, first, keys, evaluate=False):
-        action = jax.vmap(lambda k: jax.random.randint(k, (), 0, s.spec.num_actions))(keys)
-        return action, actor, {}
-
     variants = {
         "full program": (base, ()),
         "no gradients": (base, (("sgd_step", no_gradient),)),
         "no SGD steps": (base, (("sgd_steps_when_ready", never_ready),)),
-        "no update": (base._replace(update=no_update), ()),
-        "no update, random actions": (base._replace(update=no_update, act=random_act), ()),
+        "no update": (_without_update(base, s.spec.num_actions), ()),
+        "no update, random actions": (_without_update(base, s.spec.num_actions, True), ()),
     }
     compiled = {}
     for name, (algo, patches) in variants.items():
-        program = loop.make_program(
-            algo,
-            s.env,
-            s.env_params,
-            num_envs=cfg.arch.num_envs,
-            rollout_length=cfg.arch.rollout_length,
-            updates_per_call=cfg.arch.updates_per_call,
-            devices=s.devices,
-        )
+        program = _program(s, cfg, algo)
         state = program.init(0)
         # lax.scan keeps the jaxpr it traced of a function (the algorithm's own sgd_step, the
         # same object in every variant): without this, a stand-in would never be traced.
