@@ -12,9 +12,10 @@ trained through the public command for --steps env steps per seed:
 
 one process per run, the variants in turn within each round and the order reversed on odd
 rounds, so that this machine's drift falls on every variant alike. From each run's
-summary.json: env steps/s over its program calls (compiling apart) and compile time. The table
+summary.json: env steps/s per seed over its program calls (compiling apart; the seeds run at
+once) and compile time. The table
 gives the median over rounds and the ratio to the first variant of the same algorithm; with
-10M env steps per MinAtar seed the budget, it also gives the minutes a 10M-step seed takes.
+10M env steps per MinAtar seed the budget, it also gives the minutes to 10M steps (all seeds).
 
 Writes scripts/results/image_torso.{json,md}.
 """
@@ -97,9 +98,8 @@ def write(rows: dict[tuple[str, str], list[dict]], a: argparse.Namespace, argv: 
                     "ratio": sps / first if sps and first else None,
                     # the first round's: later rounds read the persistent compile cache
                     "compile_time": ok[0]["compile_time"] if ok else None,
-                    "minutes_per_10m_steps_per_seed": (
-                        10_000_000 * a.num_seeds / sps / 60 if sps else None
-                    ),
+                    # the seeds run at once, each at `sps`
+                    "minutes_per_10m_steps_per_seed": 10_000_000 / sps / 60 if sps else None,
                     "rounds": rows[algo, v],
                 }
             )
@@ -131,12 +131,13 @@ def table(doc: dict) -> list[str]:
         "algorithm's "
         f"defaults plus the variant's flags, {seeds} seeds in one program, "
         f"{steps:,} env steps per seed per run, {rounds} rounds in alternating order; "
-        "medians over rounds. Env steps/s count every seed's steps over the program calls "
-        "(compiling apart); minutes to 10M steps a seed are 10M x seeds over that rate; compile "
+        "medians over rounds. Env steps/s are each seed's (summary.json's sps: its steps over "
+        "the program calls, compiling apart; the seeds run at once); minutes to 10M steps are "
+        "10M over that rate, for every seed of the program together; compile "
         "time is the first round's (later rounds read the persistent compile cache).",
         "",
-        f"| algorithm | variant | env steps/s | x first | compile s | min to 10M steps a seed "
-        f"({seeds} seeds) |",
+        f"| algorithm | variant | env steps/s per seed | x first | compile s | min to 10M steps "
+        f"({seeds} seeds at once) |",
         "|---|---|---:|---:|---:|---:|",
     ]
     for row in doc["rows"]:
