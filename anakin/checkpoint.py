@@ -96,12 +96,18 @@ def _first_line(e: BaseException) -> str:
     return text.splitlines()[0][:200]
 
 
+# Set by the `anakin` command: after a failed write the process only ends, so stderr stays
+# quiet until it does. Through the API (a notebook) stderr is given back at once instead, and
+# orbax's dying threads may still print there.
+QUIET_UNTIL_EXIT_AFTER_A_FAILURE = False
+
+
 class _QuietFailure:
     """While a checkpoint is written: orbax's worker threads report a failed write with pages
     of tracebacks and absl/asyncio errors of their own, before and after the save raises. Those
-    are held back from stderr; after a failure they stay held back (the run is ending with one
-    line that says why, and stderr passes only anakin's lines), after a success everything is
-    as before."""
+    are held back from stderr. After a failure in the `anakin` command they stay held back (the
+    run is ending with one line that says why, and stderr passes only anakin's lines); after a
+    success, or a failure through the API, everything is as before."""
 
     def __enter__(self) -> None:
         import logging
@@ -118,7 +124,7 @@ class _QuietFailure:
     def __exit__(self, kind, value, tb) -> None:
         import threading
 
-        if kind is None:
+        if kind is None or not QUIET_UNTIL_EXIT_AFTER_A_FAILURE:
             for lg, level in zip(self._loggers, self._levels, strict=True):
                 lg.setLevel(level)
             threading.excepthook, sys.stderr = self._hook, self._stderr

@@ -88,8 +88,10 @@ def _error(command: str, message: str, code: int = 2) -> int:
 
 
 def _train(argv: list[str]) -> int:
-    from anakin import launch, logger, runner
+    from anakin import checkpoint, launch, logger, runner
     from anakin.checkpoint import CheckpointError
+
+    checkpoint.QUIET_UNTIL_EXIT_AFTER_A_FAILURE = True  # a failed write ends the process
 
     if not argv or argv[0].startswith("-"):
         print(TRAIN_USAGE + _algo_help())
