@@ -316,24 +316,31 @@ def test_tiny_suite_run_writes_json_tables_and_plot(tmp_path):
         assert not suite_run.reusable(run_dir, task, 98, 2, train), (part, field)
 
 
-@pytest.mark.timeout(300)
-def test_aggregates_with_the_ppo_baseline(tmp_path):
-    """PureJaxRL's PPO next to IMPALA on one task; needs a PureJaxRL checkout's purejaxrl/
-    folder in ANAKIN_PUREJAXRL (it is fetched separately, never vendored)."""
+def suite_with_purejaxrl(tmp_path, *budget: str) -> dict:
+    """scripts/suite.py on Catch: IMPALA (tiny) and PureJaxRL's PPO, 2 seeds, under `budget`'s
+    flags; its result file. Skips without a PureJaxRL checkout's purejaxrl/ folder in
+    ANAKIN_PUREJAXRL (it is fetched separately, never vendored)."""
     folder = os.environ.get("ANAKIN_PUREJAXRL")
     if not folder:
         pytest.skip("set ANAKIN_PUREJAXRL to PureJaxRL's purejaxrl/ folder to run PPO")
-    prefix = tmp_path / "suite_ppo"
+    prefix = tmp_path / "suite"
     cmd = [
         sys.executable,
         str(ROOT / "scripts" / "suite.py"),
         *("--tasks", "Catch-bsuite", "--algos", "impala", "--preset", "tiny"),
         *("--baseline", "purejaxrl", "--purejaxrl", folder, "--num-seeds", "2"),
-        *("--budget", "1024", "--random-episodes", "64", "--bootstrap-reps", "200"),
+        *(*budget, "--random-episodes", "64", "--bootstrap-reps", "200"),
         *("--runs", str(tmp_path / "runs"), "--results", str(prefix), "--no-plot"),
     ]
     run_script(cmd)
-    doc = json.loads(prefix.with_suffix(".json").read_text())
+    return json.loads(prefix.with_suffix(".json").read_text())
+
+
+@pytest.mark.timeout(300)
+def test_aggregates_with_the_ppo_baseline(tmp_path):
+    """PureJaxRL's PPO next to IMPALA on one task; needs a PureJaxRL checkout's purejaxrl/
+    folder in ANAKIN_PUREJAXRL (it is fetched separately, never vendored)."""
+    doc = suite_with_purejaxrl(tmp_path, "--budget", "1024")
     ppo = doc["runs"][1]
     assert ppo["algo"] == "purejaxrl_ppo" and ppo["status"] == "ok" and ppo["env_steps"] == 1024
     assert len(ppo["seeds"]) == 2 and all(s["score"] is not None for s in ppo["seeds"])
@@ -465,20 +472,7 @@ def test_time_budget_mode_gives_every_run_the_budget_and_lifts_the_step_caps(cap
 def test_time_budget_mode_with_the_ppo_baseline(tmp_path):
     """Wall-clock mode end to end: IMPALA (tiny) and PureJaxRL's PPO each train for about the
     budget; PPO's one call is sized by a timed short call. Needs ANAKIN_PUREJAXRL."""
-    folder = os.environ.get("ANAKIN_PUREJAXRL")
-    if not folder:
-        pytest.skip("set ANAKIN_PUREJAXRL to PureJaxRL's purejaxrl/ folder to run PPO")
-    prefix = tmp_path / "suite_time"
-    cmd = [
-        sys.executable,
-        str(ROOT / "scripts" / "suite.py"),
-        *("--tasks", "Catch-bsuite", "--algos", "impala", "--preset", "tiny"),
-        *("--baseline", "purejaxrl", "--purejaxrl", folder, "--num-seeds", "2"),
-        *("--time-budget", "3", "--random-episodes", "64", "--bootstrap-reps", "200"),
-        *("--runs", str(tmp_path / "runs"), "--results", str(prefix), "--no-plot"),
-    ]
-    run_script(cmd)
-    doc = json.loads(prefix.with_suffix(".json").read_text())
+    doc = suite_with_purejaxrl(tmp_path, "--time-budget", "3")
     assert doc["suite"]["time_budget"] == 3.0
     impala, ppo = doc["runs"]
     for run in (impala, ppo):
@@ -488,7 +482,7 @@ def test_time_budget_mode_with_the_ppo_baseline(tmp_path):
     assert ppo["env_steps"] % 512 == 0 and ppo["env_steps"] > 0
     times = doc["summary"]["time_to_threshold"]
     assert set(times) == {"impala", "purejaxrl_ppo"}
-    assert "**Time to threshold**" in prefix.with_suffix(".md").read_text()
+    assert "**Time to threshold**" in (tmp_path / "suite.md").read_text()
 
 
 def test_the_recorded_command_names_no_folder_of_this_machine():
