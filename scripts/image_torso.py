@@ -2,6 +2,8 @@
 
     python scripts/image_torso.py                         # PPO and IMPALA on Breakout-MinAtar
     python scripts/image_torso.py --algos ppo --env SpaceInvaders-MinAtar --rounds 3
+    python scripts/image_torso.py --algos impala --steps 10000000 --rounds 1 --eval-episodes 32 \
+        --results scripts/results/image_torso_10m     # what each torso learns at the budget
 
 Each variant is an algorithm's defaults plus a few flags (the conv torso the defaults choose
 for images; gymnax-blines' reference agent, an MLP of 256x2 on the flattened image; a small MLP),
@@ -13,9 +15,11 @@ trained through the public command for --steps env steps per seed:
 one process per run, the variants in turn within each round and the order reversed on odd
 rounds, so that this machine's drift falls on every variant alike. From each run's
 summary.json: env steps/s per seed over its program calls (compiling apart; the seeds run at
-once) and compile time. The table
+once) and compile time, and with --eval-episodes each seed's final greedy return. The table
 gives the median over rounds and the ratio to the first variant of the same algorithm; with
-10M env steps per MinAtar seed the budget, it also gives the minutes to 10M steps (all seeds).
+10M env steps per MinAtar seed the budget, it also gives the minutes to 10M steps (all seeds),
+and with --eval-episodes the mean greedy return over every seed of every round next to the
+published reference return (scripts/reference.py's table).
 
 Writes scripts/results/image_torso.{json,md}.
 """
@@ -33,6 +37,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+if __name__ == "__main__" and not __package__:  # run as a file: import its siblings as `scripts`
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from scripts import reference  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 
 VARIANTS = {
@@ -48,27 +57,40 @@ def run_once(algo: str, env: str, flags: list[str], a: argparse.Namespace, out: 
     cmd = [
         sys.executable, "-m", "anakin.cli", "train", algo, "--env", env,
         "--num-seeds", str(a.num_seeds), "--arch.total-env-steps", str(a.steps),
-        "--eval.episodes", "0", "--quiet", "--checkpoint.no-enabled",
+        "--eval.episodes", str(a.eval_episodes), "--quiet", "--checkpoint.no-enabled",
         "--out", str(out), "--run-name", name, *flags,
     ]  # fmt: skip
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
     if done.returncode != 0:
         return {"error": (done.stderr.strip().splitlines() or ["no output"])[-1][-300:]}
     s = json.loads((out / name / "summary.json").read_text())
-    return {"sps": s["sps"], "compile_time": s["compile_time"], "env_steps": s["env_steps"]}
+    got = {"sps": s["sps"], "compile_time": s["compile_time"], "env_steps": s["env_steps"]}
+    if a.eval_episodes:
+        # with one seed anakin writes the run's numbers at the top level, without "per_run"
+        got["eval_returns"] = [r["eval_mean_return"] for r in s.get("per_run", [s])]
+    return got
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--algos", nargs="+", default=["ppo", "impala"])
+    p.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
     p.add_argument("--env", default="Breakout-MinAtar")
     p.add_argument("--num-seeds", type=int, default=2)
     p.add_argument("--steps", type=int, default=300_000, help="env steps per seed per run")
     p.add_argument("--rounds", type=int, default=2)
+    p.add_argument(
+        "--eval-episodes",
+        type=int,
+        default=0,
+        help="greedy episodes per seed after training (0: none, speed only)",
+    )
     p.add_argument("--timeout", type=float, default=1200)
     p.add_argument("--results", default=str(ROOT / "scripts" / "results" / "image_torso"))
     a = p.parse_args(argv)
-    rows = {(algo, v): [] for algo in a.algos for v in VARIANTS}
+    if a.eval_episodes < 0:
+        p.error(f"--eval-episodes={a.eval_episodes} must be >= 0")
+    rows = {(algo, v): [] for algo in a.algos for v in a.variants}
     order = list(rows)
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(a.rounds):
@@ -85,10 +107,11 @@ def write(rows: dict[tuple[str, str], list[dict]], a: argparse.Namespace, argv: 
     out = []
     for algo in a.algos:
         first = None
-        for v in VARIANTS:
+        for v in a.variants:
             ok = [x for x in rows[algo, v] if "sps" in x]
             sps = statistics.median(x["sps"] for x in ok) if ok else None
             first = first if first is not None else sps
+            returns = [g for x in ok for g in x.get("eval_returns", [])]
             out.append(
                 {
                     "algo": algo,
@@ -100,11 +123,12 @@ def write(rows: dict[tuple[str, str], list[dict]], a: argparse.Namespace, argv: 
                     "compile_time": ok[0]["compile_time"] if ok else None,
                     # the seeds run at once, each at `sps`
                     "minutes_per_10m_steps_per_seed": 10_000_000 / sps / 60 if sps else None,
+                    "eval_returns": returns,
+                    "eval_mean_return": statistics.mean(returns) if returns else None,
                     "rounds": rows[algo, v],
                 }
             )
-    shown = [x for x in argv if "/" not in x]
-    command = shlex.join(["python", "scripts/image_torso.py", *shown])
+    command = recorded_command(argv)
     doc = {
         "image_torso": True,
         "command": command,
@@ -114,6 +138,8 @@ def write(rows: dict[tuple[str, str], list[dict]], a: argparse.Namespace, argv: 
         "num_seeds": a.num_seeds,
         "steps": a.steps,
         "rounds": a.rounds,
+        "eval_episodes": a.eval_episodes,
+        "published_return": reference.PUBLISHED.get(a.env, (None,))[0],
         "rows": out,
     }
     lines = [f"# Torsos for image observations on {a.env}", "", *table(doc)]
@@ -122,10 +148,29 @@ def write(rows: dict[tuple[str, str], list[dict]], a: argparse.Namespace, argv: 
     print("\n".join(lines))
 
 
+def recorded_command(argv: list[str]) -> str:
+    """The command as the result file gives it: without --results (a path on this machine),
+    which the file's own name says."""
+
+    def results(i: int) -> bool:
+        return argv[i].startswith("--results") or (i > 0 and argv[i - 1] == "--results")
+
+    shown = [x for i, x in enumerate(argv) if not results(i)]
+    return shlex.join(["python", "scripts/image_torso.py", *shown])
+
+
 def table(doc: dict) -> list[str]:
     """The result file's table, as markdown lines (also docs/results.md's)."""
     a_env, seeds, steps, rounds = doc["env"], doc["num_seeds"], doc["steps"], doc["rounds"]
     command, date = doc["command"], doc["date"]
+    episodes, published = doc.get("eval_episodes", 0), doc.get("published_return")
+    said = (
+        f" Greedy return: each seed's final greedy evaluation ({episodes} episodes), the mean "
+        "over every seed of every round with each seed's in brackets"
+        + (f"; the published reference return is {published:g}." if published is not None else ".")
+        if episodes
+        else ""
+    )
     lines = [
         f"Written by `{command}` on {date[:10]} ({doc['cpus']} CPU cores), {a_env}: each "
         "algorithm's "
@@ -134,19 +179,25 @@ def table(doc: dict) -> list[str]:
         "medians over rounds. Env steps/s are each seed's (summary.json's sps: its steps over "
         "the program calls, compiling apart; the seeds run at once); minutes to 10M steps are "
         "10M over that rate, for every seed of the program together; compile "
-        "time is the first round's (later rounds read the persistent compile cache).",
+        f"time is the first round's (later rounds read the persistent compile cache).{said}",
         "",
         f"| algorithm | variant | env steps/s per seed | x first | compile s | min to 10M steps "
-        f"({seeds} seeds at once) |",
-        "|---|---|---:|---:|---:|---:|",
+        f"({seeds} seeds at once) |" + (" greedy return |" if episodes else ""),
+        "|---|---|---:|---:|---:|---:|" + ("---:|" if episodes else ""),
     ]
     for row in doc["rows"]:
         if row["sps"] is None:
-            lines.append(f"| {row['algo']} | {row['variant']} | failed | | | |")
+            lines.append(
+                f"| {row['algo']} | {row['variant']} | failed | | | |" + (" |" if episodes else "")
+            )
             continue
+        got = ""
+        if episodes:
+            each = " ".join(f"{r:.1f}" for r in row["eval_returns"])
+            got = f" {row['eval_mean_return']:.1f} ({each}) |" if row["eval_returns"] else " |"
         lines.append(
             f"| {row['algo']} | {row['variant']} | {row['sps']:,.0f} | {row['ratio']:.2f} | "
-            f"{row['compile_time']:.1f} | {row['minutes_per_10m_steps_per_seed']:.1f} |"
+            f"{row['compile_time']:.1f} | {row['minutes_per_10m_steps_per_seed']:.1f} |{got}"
         )
     return lines
 

@@ -12,3 +12,31 @@ def test_replay_profile_shares_are_differences_of_time_per_env_step():
     lines = bench.replay_profile_table([row]).splitlines()
     assert lines[0].startswith("| algorithm | envs | env steps/s | SGD steps/env step | gradient")
     assert lines[2] == "| dqn | 32 | 100 | 0.125 | 50% | 25% | 12% | 6% | 6% |"
+
+
+def test_image_torso_table_gives_greedy_returns_only_when_evaluated():
+    from scripts import image_torso
+
+    row = {"algo": "impala", "variant": "conv (defaults)", "sps": 10_000.0, "ratio": 1.0}
+    row |= {"compile_time": 9.5, "minutes_per_10m_steps_per_seed": 10_000_000 / 10_000 / 60}
+    doc = {"command": "python scripts/image_torso.py", "date": "2026-12-03T00:00:00+00:00"}
+    doc |= {"cpus": 2, "env": "Breakout-MinAtar", "num_seeds": 2, "steps": 1000, "rounds": 1}
+    speed_only = image_torso.table({**doc, "rows": [row]})
+    assert speed_only[-1] == "| impala | conv (defaults) | 10,000 | 1.00 | 9.5 | 16.7 |"
+    evaluated = {**row, "eval_returns": [50.0, 61.5], "eval_mean_return": 55.75}
+    lines = image_torso.table(
+        {**doc, "eval_episodes": 32, "published_return": 28.0, "rows": [evaluated]}
+    )
+    assert lines[-3].endswith("| greedy return |")
+    assert (
+        lines[-1] == "| impala | conv (defaults) | 10,000 | 1.00 | 9.5 | 16.7 | 55.8 (50.0 61.5) |"
+    )
+    assert "published reference return is 28" in lines[0]
+
+
+def test_image_torso_records_its_command_without_the_results_path():
+    from scripts import image_torso
+
+    argv = ["--steps", "9", "--results", "/tmp/x/out", "--rounds", "1", "--results=/tmp/y"]
+    command = image_torso.recorded_command(argv)
+    assert command == "python scripts/image_torso.py --steps 9 --rounds 1"
