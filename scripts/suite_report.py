@@ -74,7 +74,9 @@ def times_to_threshold(results: list[dict], tasks: dict[str, dict], fraction: fl
     """Per column and task: per seed, the training time (since compiling ended) and env steps
     of the first learning-curve point whose training return reaches the normalised score
     `fraction` (None if none does), and the median over seeds (a seed that never gets there
-    counts as never: the median is None when half the seeds or more miss)."""
+    counts as never: the median is None when half the seeds or more miss). The curve is the
+    seed's every program call ("calls", kept where the plotted "curve" is thinned), so the
+    resolution is one call whatever the budget."""
     out: dict[str, dict[str, Any]] = {}
     for r in results:
         info = tasks[r["task"]]
@@ -84,7 +86,7 @@ def times_to_threshold(results: list[dict], tasks: dict[str, dict], fraction: fl
         threshold = lo + fraction * (hi - lo)
         per_seed = []
         for s in r["seeds"]:
-            curve = s["curve"]
+            curve = s.get("calls", s["curve"])
             hit = next(
                 (
                     i

@@ -115,6 +115,17 @@ def read_anakin_run(run_dir: Path, num_seeds: int, curve_points: int) -> dict[st
         for key in CURVE_KEYS:
             if any(key in r for r in runs):
                 curve[key] = [r.get(key) for r in runs]
+        if len(keep) < len(records):
+            # every call, for the time to threshold (a thinned curve would round it up to the
+            # next kept point): steps, training time and training return only
+            every = [per_run(r, num_seeds)[i] for r in records]
+            calls = {
+                "env_steps": [r["env_steps"] for r in records],
+                "train_time": [round(r["wall_time"] - startup, 3) for r in records],
+                "mean_return": [r.get("mean_return") for r in every],
+            }
+        else:
+            calls = None
         seed = {
             "seed": final.get("seed", i),
             "final_return": final.get("eval_mean_return"),
@@ -122,6 +133,7 @@ def read_anakin_run(run_dir: Path, num_seeds: int, curve_points: int) -> dict[st
             "eval_unfinished": final.get("eval_unfinished"),
             "final_training_return": final.get("mean_return"),
             "curve": curve,
+            **({"calls": calls} if calls else {}),
         }
         # IMPALA's policy entropy over every call (the curve may be thinned): a collapse shows
         # as a minimum near 0.

@@ -450,6 +450,32 @@ def test_time_to_threshold_on_hand_made_curves():
     assert got["a"]["T"]["median_train_time"] is None and got["a"]["T"]["reached"] == 2
 
 
+def test_time_to_threshold_reads_every_call_where_the_plotted_curve_is_thinned(tmp_path):
+    """A run of 10 calls whose return first reaches the threshold at call 4: its curve is
+    thinned to 4 points (calls 0, 3, 6 and 9), and the time to threshold still comes from
+    call 4, not from the next kept point."""
+    from scripts import suite_run
+
+    returns = [0, 1, 2, 3, 9.5, 2, 2, 2, 2, 10]
+    records = [
+        {"env_steps": 100 * (i + 1), "wall_time": 5.0 + i, "mean_return": r}
+        for i, r in enumerate(returns)
+    ]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    summary = {"env_steps": 1000, "startup_time": 5.0, "eval_mean_return": 10.0}
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    got = suite_run.read_anakin_run(tmp_path, num_seeds=1, curve_points=4)
+    seed = got["seeds"][0]
+    assert seed["curve"]["env_steps"] == [100, 400, 700, 1000]  # the plotted curve: thinned
+    assert seed["calls"]["env_steps"] == [100 * (i + 1) for i in range(10)]
+    tasks = {"T": {"random": {"mean": 0.0}, "best": {"value": 10.0}}}
+    run = {"algo": "a", "task": "T", "status": "ok", **got}
+    t = suite_report.times_to_threshold([run], tasks, 0.9)["a"]["T"]
+    assert t["median_env_steps"] == 500 and t["median_train_time"] == 4.0
+    # unthinned, the run keeps one curve only
+    assert "calls" not in suite_run.read_anakin_run(tmp_path, 1, curve_points=10)["seeds"][0]
+
+
 def test_time_budget_mode_gives_every_run_the_budget_and_lifts_the_step_caps(capsys):
     args = suite.parse_args(["--time-budget", "30", "--algos", "impala"])
     task = suite_tasks.parse_task("CartPole-v1")
