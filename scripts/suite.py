@@ -127,7 +127,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--size", choices=sorted(suite_tasks.BUDGETS), default="cpu", help="budgets and seeds"
     )
     p.add_argument(
-        "--algos", nargs="+", default=["impala", "r2d2"], help="anakin algorithms (defaults each)"
+        "--algos",
+        nargs="+",
+        default=["impala", "r2d2"],
+        help="anakin algorithms (defaults each), one column each; ALGO@LABEL is another column "
+        "of ALGO, given its own flags with --train-args ALGO@LABEL=FLAGS",
     )
     p.add_argument(
         "--tasks", nargs="+", default=None, help="task names, NAME:key=value,... for env kwargs"
@@ -148,6 +152,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--budget-scale", type=float, default=1.0, help="multiply every budget (e.g. 0.01)"
     )
     p.add_argument(
+        "--column-budget-scale",
+        action="append",
+        default=[],
+        metavar="COLUMN=FACTOR",
+        help="multiply one column's budgets on top of the others' (repeatable), e.g. "
+        "ppo@accelerator=16 for a layout of 16x the batch: the large-batch suite",
+    )
+    p.add_argument(
         "--time-budget",
         type=float,
         default=None,
@@ -166,9 +178,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--train-args",
         action="append",
         default=[],
-        metavar="ALGO=ARGS",
-        help="extra `anakin train` flags for one algorithm, e.g. "
-        "impala='--algo.entropy-cost 0.05' (recorded; the suite's point is the defaults)",
+        metavar="COLUMN=ARGS",
+        help="extra `anakin train` flags for one column of --algos, e.g. "
+        "impala='--algo.entropy-cost 0.05' or ppo@accelerator='--arch.layout accelerator' "
+        "(recorded; the suite's point is the defaults)",
     )
     p.add_argument("--baseline", choices=["none", "purejaxrl"], default="none")
     p.add_argument("--purejaxrl", default=None, help="folder holding PureJaxRL's ppo.py")
@@ -216,10 +229,15 @@ def check_args(args: argparse.Namespace) -> None:
     """Validates and completes the parsed arguments; ValueError names the bad one."""
     from anakin import algorithms, envs
 
-    for algo in args.algos:
+    for column in args.algos:
+        algo, at, label = column.partition("@")
         if algo not in algorithms.REGISTRY:
             raise ValueError(
                 f"unknown algorithm {algo!r}; choose from {', '.join(algorithms.REGISTRY)}"
+            )
+        if at and not label.replace("-", "").replace("_", "").isalnum():
+            raise ValueError(
+                f"--algos {column!r}: write ALGO@LABEL with a label of letters, digits, - or _"
             )
         entry = algorithms.get(algo)
         if entry.offline:
@@ -227,7 +245,10 @@ def check_args(args: argparse.Namespace) -> None:
         if args.preset and args.preset not in entry.presets:
             raise ValueError(f"{algo} has no preset {args.preset!r} ({', '.join(entry.presets)})")
     if len(set(args.algos)) != len(args.algos):
-        raise ValueError(f"--algos {' '.join(args.algos)}: an algorithm is listed twice")
+        raise ValueError(
+            f"--algos {' '.join(args.algos)}: a column is listed twice (ALGO@LABEL names "
+            "another column of the same algorithm)"
+        )
     tasks = [suite_tasks.parse_task(t) for t in (args.tasks or suite_tasks.DEFAULT_TASKS)]
     if len({t.spec for t in tasks}) != len(tasks):
         raise ValueError("a task is listed twice")
@@ -279,9 +300,25 @@ def check_args(args: argparse.Namespace) -> None:
     for item in args.train_args:
         algo, eq, rest = item.partition("=")
         if not eq or algo not in args.algos:
-            raise ValueError(f"--train-args {item!r}: write ALGO=FLAGS with ALGO one of --algos")
+            raise ValueError(
+                f"--train-args {item!r}: write COLUMN=FLAGS with COLUMN one of --algos"
+            )
         train_args[algo] = train_args.get(algo, []) + shlex.split(rest)
     args.train_args = train_args
+    column_scales: dict[str, float] = {}
+    for item in args.column_budget_scale:
+        column, eq, factor = item.partition("=")
+        known = [*args.algos, *([BASELINE] if args.baseline == "purejaxrl" else [])]
+        try:
+            column_scales[column] = float(factor)
+        except ValueError:
+            column_scales[column] = math.nan
+        if not eq or column not in known or not column_scales[column] > 0:
+            raise ValueError(
+                f"--column-budget-scale {item!r}: write COLUMN=FACTOR with COLUMN one of "
+                f"{', '.join(known)} and FACTOR > 0"
+            )
+    args.column_scales = column_scales
     if args.baseline == "purejaxrl":
         folder = Path(args.purejaxrl or "").expanduser()
         if not args.purejaxrl or not (folder / "ppo.py").is_file():
@@ -307,6 +344,11 @@ def budget_for(task: suite_tasks.Task, args: argparse.Namespace) -> int:
     return max(1, int(round(base * args.budget_scale)))
 
 
+def column_budget(column: str, budget: int, args: argparse.Namespace) -> int:
+    """A task's budget for one column: --column-budget-scale's factor on top of the task's."""
+    return max(1, int(round(budget * args.column_scales.get(column, 1.0))))
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # This process only measures random policies (small jobs): it keeps JAX on the CPU so that
@@ -326,7 +368,8 @@ def main(argv: list[str] | None = None) -> int:
         for task, budget, seeds in plan:
             print(f"  {task.spec:32s} {task.family:8s} {budget:>12,} env steps x {seeds} seeds")
             for algo in args.algos:
-                cmd = suite_run.anakin_command(algo, task, budget, seeds, args, "NAME")
+                steps = column_budget(algo, budget, args)
+                cmd = suite_run.anakin_command(algo, task, steps, seeds, args, "NAME")
                 print("    anakin " + shlex.join(cmd[3:]))
         return 0
 
@@ -342,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
         # machine's drift over the suite falls on every column alike.
         for col in columns if k % 2 == 0 else columns[::-1]:
             done += 1
-            result = run_column(col, task, budget, seeds, args, info)
+            result = run_column(col, task, column_budget(col, budget, args), seeds, args, info)
             if result["status"] == "ok":
                 report.score_runs(result, doc["tasks"])
             doc["runs"].append(result)
@@ -399,6 +442,7 @@ def header(args: argparse.Namespace, argv: list[str], columns: list[str]) -> dic
         "threshold": args.threshold,
         "preset": args.preset,
         "train_args": args.train_args,
+        "column_budget_scales": args.column_scales,
         "eval_episodes": args.eval_episodes,
         "eval_max_steps": args.max_steps,
         "random_episodes": args.random_episodes,

@@ -201,24 +201,36 @@ def tables(doc: dict[str, Any]) -> list[str]:
 
 
 def threshold_table(doc: dict[str, Any]) -> list[str]:
-    """Time to threshold per task and column (the wall-clock mode's second table)."""
+    """Time to threshold per task and column: in the wall-clock mode the training time first,
+    in the env-step mode the env steps first, with their ratio to the first column's (what a
+    large-batch layout costs in samples, whatever the hardware)."""
     suite, times = doc["suite"], doc["summary"].get("time_to_threshold")
-    if not suite.get("time_budget") or not times:
+    if not times:
         return []
-    columns = suite["columns"]
-    lines = [
-        "",
-        f"**Time to threshold** (training return at normalised score {suite['threshold']:g}): "
-        "median over seeds of the training time, compiling apart, then the env steps; seeds "
-        "that got there; each run's compile time and its training time against the budget of "
-        f"{suite['time_budget']:g} s. {BASELINE}'s times are pro rata to its env steps "
-        "within its one call.",
-        "",
-        "| task (threshold) | " + " | ".join(columns) + " |",
-        "|---|" + "---:|" * len(columns),
-    ]
+    columns, timed = suite["columns"], bool(suite.get("time_budget"))
+    if timed:
+        said = (
+            f"**Time to threshold** (training return at normalised score {suite['threshold']:g}): "
+            "median over seeds of the training time, compiling apart, then the env steps; seeds "
+            "that got there; each run's compile time and its training time against the budget of "
+            f"{suite['time_budget']:g} s. {BASELINE}'s times are pro rata to its env steps "
+            "within its one call."
+        )
+    else:
+        said = (
+            "**Env steps to threshold** (training return at normalised score "
+            f"{suite['threshold']:g}): median over seeds of the env steps until a seed's "
+            "training return (the mean of one program call's episodes) first reached it, then "
+            f"x {columns[0]}: their ratio to the first column's, the training time by then "
+            "(compiling apart, this machine) and the seeds that got there; each run's compile "
+            f"and training time. {BASELINE}'s times are pro rata to its env steps within its "
+            "one call."
+        )
+    lines = ["", said, "", "| task (threshold) | " + " | ".join(columns) + " |"]
+    lines.append("|---|" + "---:|" * len(columns))
     for name in doc["tasks"]:
         cells, threshold = [], None
+        first = times.get(columns[0], {}).get(name) or {}
         for c in columns:
             t = times.get(c, {}).get(name)
             if t is None:
@@ -226,11 +238,17 @@ def threshold_table(doc: dict[str, Any]) -> list[str]:
                 continue
             threshold = t["threshold"]
             median_t, median_s = t["median_train_time"], t["median_env_steps"]
-            reach = (
-                f"{median_t:.1f} s, {median_s:,.0f} steps"
-                if median_t is not None
-                else "not reached"
-            )
+            if median_t is None:
+                reach = "not reached"
+            elif timed:
+                reach = f"{median_t:.1f} s, {median_s:,.0f} steps"
+            else:
+                ratio = (
+                    f", x{median_s / first['median_env_steps']:.2g}"
+                    if c != columns[0] and first.get("median_env_steps")
+                    else ""
+                )
+                reach = f"{median_s:,.0f} steps{ratio}, {median_t:.1f} s"
             cost = ", ".join(
                 f"{label} {v:.0f} s"
                 for label, v in (("compile", t["compile_time"]), ("trained", t["train_time"]))

@@ -29,9 +29,16 @@ REPO = SCRIPTS.parent
 RUN_ENV = dict(os.environ)  # the environment every run starts with (before main changes ours)
 
 
+def algorithm_of(column: str) -> str:
+    """The algorithm of a suite column: ALGO, or ALGO@LABEL (the same algorithm with its own
+    --train-args, e.g. ppo@accelerator next to ppo)."""
+    return column.partition("@")[0]
+
+
 def anakin_command(
-    algo: str, task: Task, budget: int, seeds: int, args, run_name: str
+    column: str, task: Task, budget: int, seeds: int, args, run_name: str
 ) -> list[str]:
+    algo = algorithm_of(column)
     cmd = [sys.executable, "-m", "anakin.cli", "train", algo, "--env", task.env]
     if args.preset:
         cmd += ["--preset", args.preset]
@@ -55,7 +62,7 @@ def anakin_command(
     ]
     if getattr(args, "time_budget", None):
         cmd += ["--time-budget", str(args.time_budget)]
-    return cmd + args.train_args.get(algo, [])
+    return cmd + args.train_args.get(column, [])
 
 
 def run_process(cmd: list[str], log: Path, timeout: float) -> tuple[int | None, float, str]:
@@ -181,12 +188,12 @@ def reusable(run_dir: Path, task: Task, budget: int, num_seeds: int, cmd: list[s
     )
 
 
-def run_anakin(algo: str, task: Task, budget: int, seeds: int, args) -> dict[str, Any]:
-    name = f"{algo}-{task.slug}"
+def run_anakin(column: str, task: Task, budget: int, seeds: int, args) -> dict[str, Any]:
+    name = f"{column.replace('@', '-')}-{task.slug}"
     run_dir = Path(args.runs) / name
-    cmd = anakin_command(algo, task, budget, seeds, args, name)
+    cmd = anakin_command(column, task, budget, seeds, args, name)
     out: dict[str, Any] = {
-        "algo": algo,
+        "algo": column,
         "task": task.spec,
         "budget": budget,
         "run_dir": _rel(run_dir),

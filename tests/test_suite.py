@@ -227,7 +227,8 @@ def test_make_docs_commands_from_recorded_arguments():
 @pytest.mark.timeout(300)
 def test_tiny_suite_run_writes_json_tables_and_plot(tmp_path):
     """One task, IMPALA's tiny preset, 2 seeds; R2D2 with a layout anakin refuses, to show a
-    failed run is recorded rather than fatal."""
+    failed run is recorded rather than fatal; a second IMPALA column (ALGO@LABEL) with flags
+    and a budget of its own."""
     prefix = tmp_path / "out" / "suite_test"
     cmd = [
         sys.executable,
@@ -237,10 +238,15 @@ def test_tiny_suite_run_writes_json_tables_and_plot(tmp_path):
         "--algos",
         "impala",
         "r2d2",
+        "impala@low-entropy",
         "--preset",
         "tiny",
         "--train-args",
         "r2d2=--arch.num-envs 3",  # divides over no device count > 1 or 3: refused
+        "--train-args",
+        "impala@low-entropy=--algo.entropy-cost 0.002",
+        "--column-budget-scale",
+        "impala@low-entropy=2",
         "--num-seeds",
         "2",
         "--budget-scale",
@@ -257,7 +263,7 @@ def test_tiny_suite_run_writes_json_tables_and_plot(tmp_path):
     run_script(cmd)
     doc = json.loads(prefix.with_suffix(".json").read_text())
 
-    assert doc["suite"]["columns"] == ["impala", "r2d2"]
+    assert doc["suite"]["columns"] == ["impala", "r2d2", "impala@low-entropy"]
     assert doc["suite"]["seeds"] == {"*": 2} and doc["suite"]["command"].startswith("python")
     assert doc["suite"]["statistics"].startswith("rliable ")
     assert {"date", "machine", "budgets", "final_return_source"} <= set(doc["suite"])
@@ -266,7 +272,15 @@ def test_tiny_suite_run_writes_json_tables_and_plot(tmp_path):
     assert -1.0 <= task["random"]["mean"] <= 0.0 and task["random"]["episodes"] == 64
     assert task["best"]["value"] == 1.0 and task["best"]["source"]
 
-    impala, r2d2 = doc["runs"]
+    impala, r2d2, low_entropy = doc["runs"]
+    assert low_entropy["algo"] == "impala@low-entropy" and low_entropy["status"] == "ok"
+    assert low_entropy["budget"] == 196 and low_entropy["env_steps"] >= 196  # 2 x 98
+    assert low_entropy["command"].startswith("anakin train impala --env Catch-bsuite")
+    assert low_entropy["command"].endswith("--algo.entropy-cost 0.002")
+    saved = json.loads(
+        (tmp_path / "runs" / "impala-low-entropy-Catch-bsuite" / "config.json").read_text()
+    )
+    assert saved["config"]["algo"]["entropy_cost"] == 0.002
     assert impala["status"] == "ok" and impala["env_steps"] >= 98
     assert impala["wall_time_s"] > 0 and impala["compile_time_s"] > 0
     assert [s["seed"] for s in impala["seeds"]] == [0, 1]
@@ -281,7 +295,7 @@ def test_tiny_suite_run_writes_json_tables_and_plot(tmp_path):
     assert r2d2["status"] == "failed" and "num_envs=3" in r2d2["error"]
 
     summary = doc["summary"]
-    assert summary["by_column"]["r2d2"] is None
+    assert summary["by_column"]["r2d2"] is None and summary["by_column"]["impala"] is None
     assert summary["tasks"] == [] and "r2d2" in summary["excluded"]["Catch-bsuite"]
     per_task = summary["per_task"]["impala"]["Catch-bsuite"]
     assert per_task["ci_low"] <= per_task["mean"] <= per_task["ci_high"]
