@@ -39,8 +39,11 @@ class NetworkConfig:
     Attributes:
       torso: "mlp" flattens each observation (an image [H, W, C] too, as gymnax-blines' MinAtar
         PPO does) and applies the MLP; "conv" needs images; "auto" picks conv for rank-3
-        observations (MinAtar) and mlp otherwise. For a tree of observations, "auto" and "conv"
-        send its images (rank-3 leaves) through the conv torso and "mlp" flattens them too.
+        observations (MinAtar) and mlp otherwise: IMPALA's defaults on Breakout-MinAtar at
+        10M env steps reach a greedy 58.8 with the conv, 14.5 with an MLP of 64x2 and 0.0
+        with the reference agent's 256x2 (scripts/results/image_torso_10m.md). For a tree of
+        observations, "auto" and "conv" send its images (rank-3 leaves) through the conv
+        torso and "mlp" flattens them too.
       hidden_sizes: MLP layer widths (the conv torso uses the last as its dense width).
       activation: nonlinearity of the torso.
       conv_channels: channels of the conv torso's 3x3 convolution.
