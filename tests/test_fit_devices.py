@@ -96,7 +96,7 @@ def test_a_preset_is_fitted_with_a_notice_and_only_upwards():
     assert (preset.arch.num_envs, cfg.arch.num_envs) == (32, 36)
     assert (preset.eval.episodes, cfg.eval.episodes) == (32, 33)
     layout, note = prepared.notes
-    assert layout == "layout: cpu (cpu devices; impala has no accelerator layout yet)"
+    assert layout == "layout: cpu (cpu devices); --arch.layout accelerator for a GPU's or TPU's"
     assert note.startswith("fitted to 3 devices: arch.num_envs 32 -> 36, eval.episodes 32 -> 33")
     # What fits as it is stays as it is, without a notice.
     assert len(launch.resolve("impala", flags=["--arch.num-devices", "4"]).setup.notes) == 1
@@ -198,7 +198,7 @@ def test_the_accelerator_layout_changes_the_default_preset_and_keeps_what_you_se
     assert mine.arch.rollout_length == 16  # what you did not set still changes
     with pytest.raises(ValueError, match=r"preset 'minatar' keeps its own layout"):
         launch.resolve("impala", preset="minatar", flags=["--arch.layout", "accelerator"])
-    for algo in ("impala", "dqn", "r2d2"):
+    for algo in ("dqn", "r2d2"):
         with pytest.raises(ValueError, match=rf"{algo} has no accelerator layout yet"):
             launch.resolve(algo, flags=["--arch.layout", "accelerator"])
     with pytest.raises(ValueError, match=r"arch.layout='gpu' must be one of"):
