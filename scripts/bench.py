@@ -118,15 +118,31 @@ def synthetic_dataset(env_name: str, steps: int, path: Path) -> Path:
 
 
 def make_config(
-    algo: str, env: str, num_envs: int, steps_per_call: int, dataset: str, devices: int = 0
+    algo: str,
+    env: str,
+    num_envs: int,
+    steps_per_call: int,
+    dataset: str,
+    devices: int = 0,
+    layout: str = "cpu",
 ):
+    """The benchmark's config of `algo` on `env` at `num_envs` environments; `layout`
+    "accelerator" takes the algorithm's accelerator settings (all but the environment count,
+    which the benchmark sets) on top of the default preset, as `--arch.layout` does."""
     from anakin.algorithms import bc, dqn, impala, ppo, r2d2, sac
 
+    from anakin import launch
     from anakin.config import CheckpointConfig, EvalConfig, TrainConfig
 
     module = {"impala": impala, "r2d2": r2d2, "bc": bc, "ppo": ppo, "dqn": dqn, "sac": sac}[algo]
     preset, default_steps, _ = SETUPS[(algo, env)]
     algo_cfg, arch = module.PRESETS[preset]
+    if layout == "accelerator":
+        fast = launch.config_for_flags(algo, ["--arch.layout", "accelerator"])
+        algo_cfg, arch = (
+            fast.algo,
+            dataclasses.replace(arch, rollout_length=fast.arch.rollout_length),
+        )
     steps_per_call = steps_per_call or default_steps
     if algo == "r2d2":
         # Learn from the first call on; size the replay to the environments.
@@ -214,6 +230,7 @@ def measure(spec: dict) -> dict:
         spec.get("steps_per_call", 0),
         spec.get("dataset", ""),
         spec["devices"],
+        spec.get("layout", "cpu"),
     )
     t0 = time.perf_counter()
     s = runner.setup(spec["algo"], cfg)
@@ -268,6 +285,7 @@ def measure(spec: dict) -> dict:
         "sgd_steps_per_env_step": sgd_per_call / steps_per_call,
         **{k: spec[k] for k in ("algo", "env", "num_envs", "devices")},
         "mode": spec.get("mode", ""),
+        "layout": spec.get("layout", "cpu"),
         "platform": s.devices[0].platform,
         "compile_s": compile_s,
         "env_sps": steps_per_call / train_s,
@@ -569,6 +587,12 @@ def replay_profile_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def algo_and_layout(row: dict) -> str:
+    """A cost row's algorithm, with " (accelerator)" for that layout's rows (rows written
+    before layouts were measured are the CPU layout's)."""
+    return row["algo"] + (" (accelerator)" if row.get("layout") == "accelerator" else "")
+
+
 def cost_table(rows: list[dict], peak: float) -> str:
     lines = [
         "| algorithm | env | envs | env steps/s | plain env steps/s | compile s | peak host "
@@ -578,7 +602,7 @@ def cost_table(rows: list[dict], peak: float) -> str:
     for r in rows:
         achieved = r["env_sps"] * r["flops_per_env_step"]
         lines.append(
-            f"| {r['algo']} | {r['env']} | {r['num_envs']:,} | {fmt(r['env_sps'])} | "
+            f"| {algo_and_layout(r)} | {r['env']} | {r['num_envs']:,} | {fmt(r['env_sps'])} | "
             f"{fmt(r.get('ceiling_sps', float('nan')))} | {r['compile_s']:.1f} | "
             f"{r['host_peak_mib']:,.0f} | {r['flops_per_env_step']:,.0f} | "
             f"{r['sgd_steps_per_env_step']:.2g} | {achieved / peak:.0%} |"
@@ -692,6 +716,13 @@ def main() -> None:
     )
     p.add_argument("--cost-envs", type=int, nargs="+", default=[32, 256, 1024, 4096])
     p.add_argument("--cost-algos", nargs="+", default=["impala", "ppo", "dqn", "r2d2"])
+    p.add_argument(
+        "--cost-layouts",
+        nargs="+",
+        choices=["cpu", "accelerator"],
+        default=["cpu", "accelerator"],
+        help="the cost table's layouts (accelerator: for the algorithms that have one)",
+    )
     p.add_argument("--algos", nargs="+", default=["impala", "r2d2", "bc"])
     p.add_argument("--envs", nargs="+", default=["CartPole-v1", "Breakout-MinAtar"])
     p.add_argument("--main-devices", type=int, default=1)
@@ -808,12 +839,16 @@ def main() -> None:
         peak = run_worker("matmul", {"devices": d, **timing}, d)
         print(f"\nlarge matmul on {d} device(s): {peak['flops_per_s'] / 1e9:.1f} GFLOP/s")
         rows = []
+        from anakin import algorithms
+
         for n in args.cost_envs:  # sizes outer: this machine's drift spreads over algorithms
-            for algo in args.cost_algos:
+            for algo, layout in [(a, lay) for a in args.cost_algos for lay in args.cost_layouts]:
+                if layout == "accelerator" and not algorithms.get(algo).accelerator:
+                    continue  # no such layout: the CPU one is the only one
                 env = "Pendulum-v1" if algo == "sac" else "CartPole-v1"
                 steps = max(SETUPS[(algo, env)][1], 4 * n * 16)  # at least 4 updates per call
                 spec = {"algo": algo, "env": env, "devices": d, "num_envs": n, **timing}
-                spec["steps_per_call"] = steps
+                spec |= {"steps_per_call": steps, "layout": layout}
                 rows.append(run_worker("train", spec, d))
                 print(cost_table(rows[-1:], peak["flops_per_s"]).splitlines()[-1], flush=True)
         results["cost"] = {"matmul_flops_per_s": peak["flops_per_s"], "rows": rows}

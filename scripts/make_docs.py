@@ -317,7 +317,7 @@ def bench_section(name: str, doc: dict[str, Any]) -> list[str]:
             achieved = r["env_sps"] * r["flops_per_env_step"]
             rows.append(
                 [
-                    r["algo"],
+                    bench.algo_and_layout(r),
                     r["env"],
                     count(r["num_envs"]),
                     str(r["devices"]),

@@ -40,3 +40,14 @@ def test_image_torso_records_its_command_without_the_results_path():
     argv = ["--steps", "9", "--results", "/tmp/x/out", "--rounds", "1", "--results=/tmp/y"]
     command = image_torso.recorded_command(argv)
     assert command == "python scripts/image_torso.py --steps 9 --rounds 1"
+
+
+def test_cost_table_names_the_layout_and_gives_utilisation_against_the_peak():
+    row = {"algo": "impala", "env": "CartPole-v1", "num_envs": 512, "env_sps": 1e6}
+    row |= {"ceiling_sps": 2e7, "compile_s": 9.87, "host_peak_mib": 640.4}
+    row |= {"flops_per_env_step": 50_000.0, "sgd_steps_per_env_step": 8 / 8192}
+    old = bench.cost_table([row], peak=1e11).splitlines()[-1]  # written before layouts
+    assert old.startswith("| impala | CartPole-v1 | 512 | ")
+    assert old.endswith("| 9.9 | 640 | 50,000 | 0.00098 | 50% |")
+    fast = bench.cost_table([{**row, "layout": "accelerator"}], peak=1e11).splitlines()[-1]
+    assert fast.startswith("| impala (accelerator) | CartPole-v1 | 512 | ")
