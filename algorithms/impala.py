@@ -258,18 +258,15 @@ PRESETS: dict[str, tuple[ImpalaConfig, ArchConfig]] = {
     ),
 }
 
-# No accelerator layout (`arch.layout`) yet: the candidate measured against the CPU layout
-# (envs_per_device 128, with these defaults) reached CartPole's threshold in none of 4 seeds
-# and Acrobot's in one, needed 2.7x the env steps on Catch and scored lower on two of three
-# tasks (scripts/results/layout_impala.md), so "auto" keeps the CPU layout here.
-
 # The accelerator layout (`arch.layout`), on top of the default preset: 16x the CPU layout's
 # batch (512 environments in all, 8,192 env steps per update) in 8 minibatches at half the
 # learning rate, a quarter of its sequential SGD steps per env step (1/1024 against 1/256).
 # Chosen on the large-batch suite (scripts/results/large_batch_impala.md; 8 tasks, 4 seeds,
 # budgets 16x the CPU layout's): it learns every task the CPU layout learns, with 2.4-7.4x its
 # env steps to threshold; 512 environments in 2 minibatches lost CartPole (0.42) and the same
-# 8 minibatches at the CPU layout's learning rate lost a seed on DeepSea and DiscountingChain.
+# 8 minibatches at the CPU layout's learning rate lost a seed on DeepSea and DiscountingChain;
+# an earlier candidate, 256 environments in the CPU layout's 2 minibatches at its budget,
+# reached CartPole's threshold in none of 4 seeds (scripts/results/layout_impala.md).
 # Its seeds reached CartPole's threshold at 1.7M-2.6M env steps, so the default budget is 4M
 # (seconds on a chip) where the CPU layout's 1M would stop short.
 ACCELERATOR = {
