@@ -49,6 +49,11 @@ class ImpalaConfig:
       max_grad_norm: gradients are clipped to this global norm.
       num_sgd_steps_per_step: minibatch SGD steps per rollout; environments are split into this
         many equal groups (environment b goes to group b mod n).
+      normalize_observations: normalise floating-point observations by running statistics
+        (PPO's, `learning.update_observation_stats`), updated from each rollout before
+        learning and used when acting; integer and bool entries (images, masks) pass as they
+        are.
+      observation_clip: normalised observations are clipped to [-clip, clip].
       shared_torso: one torso (and LSTM) for policy and value, as Acme's IMPALA networks;
         else two networks of `network`'s shape, so the value loss, whose scale is the
         return's, never shapes the policy's features.
@@ -71,6 +76,8 @@ class ImpalaConfig:
     adam_eps: float = sweepable(1e-8)
     max_grad_norm: float = sweepable(40.0)
     num_sgd_steps_per_step: int = 2
+    normalize_observations: bool = False
+    observation_clip: float = sweepable(10.0)
     shared_torso: bool = False
     network: NetworkConfig = NetworkConfig()
 
@@ -95,6 +102,7 @@ class ImpalaState(struct.PyTreeNode):
     opt_state: optax.OptState
     sgd_steps: jax.Array  # int32 [], SGD steps taken
     replay: tuple = ()  # on-policy: none
+    obs_stats: learning.ObservationStats | tuple = ()  # () unless normalize_observations
 
 
 def impala_loss(
@@ -183,11 +191,21 @@ def make_impala(cfg: ImpalaConfig, spec: EnvSpec, layout: Layout | None = None) 
 
     def init(key: jax.Array) -> ImpalaState:
         params = network.init(key)
-        return ImpalaState(params=params, opt_state=optimizer.init(params), sgd_steps=jnp.int32(0))
+        return ImpalaState(
+            params=params,
+            opt_state=optimizer.init(params),
+            sgd_steps=jnp.int32(0),
+            obs_stats=learning.init_observation_stats(spec) if cfg.normalize_observations else (),
+        )
 
     def init_actor(key: jax.Array, num_envs: int):
         del key
         return network.initial_state(num_envs)
+
+    def normalized(state: ImpalaState, obs: Any) -> Any:
+        if not cfg.normalize_observations:
+            return obs
+        return learning.normalize_observation(state.obs_stats, obs, cfg.observation_clip)
 
     def act(
         state: ImpalaState,
@@ -197,7 +215,7 @@ def make_impala(cfg: ImpalaConfig, spec: EnvSpec, layout: Layout | None = None) 
         keys: jax.Array,
         evaluate: bool = False,
     ) -> tuple[jax.Array, Any, dict[str, Any]]:
-        (logits, _), new_core = network.apply(state.params, obs, core, first)
+        (logits, _), new_core = network.apply(state.params, normalized(state, obs), core, first)
         logits = policies.masked_logits(logits, policies.action_mask(spec, obs))
         if evaluate:
             action = policies.greedy(logits)
@@ -213,6 +231,15 @@ def make_impala(cfg: ImpalaConfig, spec: EnvSpec, layout: Layout | None = None) 
 
     def update(state: ImpalaState, traj: Transition, key: jax.Array):
         del key  # V-trace is deterministic and minibatches are a fixed split.
+        if cfg.normalize_observations:
+            # The statistics move before learning, as PPO's do; the behaviour logits were
+            # computed under the old ones, and V-trace's importance weights correct for that.
+            state = state.replace(
+                obs_stats=learning.update_observation_stats(state.obs_stats, traj.obs)
+            )
+            traj = traj._replace(
+                obs=normalized(state, traj.obs), final_obs=normalized(state, traj.final_obs)
+            )
         state, metrics = jax.lax.scan(
             sgd_step, state, split_minibatches(traj, cfg.num_sgd_steps_per_step)
         )

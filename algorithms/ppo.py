@@ -167,20 +167,12 @@ class PPOConfig:
                 )
 
 
-class ObservationStats(struct.PyTreeNode):
-    """Running mean and variance of observations, over every step seen on every device."""
-
-    count: jax.Array  # float32 [], steps seen
-    mean: Any  # like one observation, float32
-    var: Any  # like one observation, float32
-
-
 class PPOState(struct.PyTreeNode):
     params: Params
     opt_state: optax.OptState
     sgd_steps: jax.Array  # int32 [], SGD steps taken
     replay: tuple = ()  # on-policy: none
-    obs_stats: ObservationStats | tuple = ()  # () unless normalize_observations
+    obs_stats: learning.ObservationStats | tuple = ()  # () unless normalize_observations
 
 
 class PPOBatch(NamedTuple):
@@ -258,78 +250,6 @@ def make_ppo_network(cfg: PPOConfig, spec: EnvSpec) -> Network:
     if cfg.shared_torso:
         return make_network(cfg.network, spec, _PolicyAndValue(policy_head))
     return make_actor_critic(cfg.network, spec, policy_head)
-
-
-# --- observation normalisation ---------------------------------------------------------------
-
-
-def _floating(x: Any) -> bool:
-    return jnp.issubdtype(x.dtype, jnp.floating)
-
-
-def init_observation_stats(spec: EnvSpec) -> ObservationStats:
-    """No steps seen: mean 0, variance 1 (normalisation is the identity until the first update)."""
-    return ObservationStats(
-        count=jnp.float32(0.0),
-        mean=jax.tree.map(lambda s: jnp.zeros(s.shape, jnp.float32), spec.obs),
-        var=jax.tree.map(lambda s: jnp.ones(s.shape, jnp.float32), spec.obs),
-    )
-
-
-def update_observation_stats(stats: ObservationStats, obs: Any, batch_dims: int = 2):
-    """Merges a batch of observations on every device into the running statistics.
-
-    Each device sums its steps' deviations from the old mean (and their squares); one fused
-    `devices.psum` adds them over devices, so every device ends with the same statistics, the
-    mean and (population) variance of every step seen on any device. Batches merge with Chan et
-    al.'s parallel formula; deviations from the old mean keep float32 sums well conditioned.
-
-    Args:
-      stats: the statistics so far.
-      obs: this device's observations, leaves [*batch, ...] with `batch_dims` leading axes.
-
-    Returns:
-      The statistics including `obs` (non-floating entries keep mean 0, variance 1).
-    """
-    axes = tuple(range(batch_dims))
-    n_local = float(np.prod(jax.tree.leaves(obs)[0].shape[:batch_dims]))
-
-    def sums(x, mean):
-        if not _floating(x):
-            return jnp.zeros_like(mean), jnp.zeros_like(mean)
-        d = x.astype(jnp.float32) - mean
-        return jnp.sum(d, axis=axes), jnp.sum(jnp.square(d), axis=axes)
-
-    s = jax.tree.map(sums, obs, stats.mean)
-    s1 = jax.tree.map(lambda _, p: p[0], stats.mean, s)
-    s2 = jax.tree.map(lambda _, p: p[1], stats.mean, s)
-    n, s1, s2 = devices.psum((jnp.float32(n_local), s1, s2))
-    count = stats.count + n
-
-    def merge(x, mean, var, s1, s2):
-        if not _floating(x):
-            return mean, var
-        shift = s1 / n  # batch mean - old mean
-        batch_var = jnp.maximum(s2 / n - jnp.square(shift), 0.0)
-        new_mean = mean + shift * (n / count)
-        m2 = var * stats.count + batch_var * n + jnp.square(shift) * (stats.count * n / count)
-        return new_mean, m2 / count
-
-    merged = jax.tree.map(merge, obs, stats.mean, stats.var, s1, s2)
-    mean = jax.tree.map(lambda _, p: p[0], stats.mean, merged)
-    var = jax.tree.map(lambda _, p: p[1], stats.mean, merged)
-    return ObservationStats(count=count, mean=mean, var=var)
-
-
-def normalize_observation(stats: ObservationStats, obs: Any, clip: float | jax.Array) -> Any:
-    """(obs - mean) / std, clipped to [-clip, clip], for floating entries; others unchanged."""
-
-    def norm(x, mean, var):
-        if not _floating(x):
-            return x
-        return jnp.clip((x - mean) * jax.lax.rsqrt(var + 1e-8), -clip, clip).astype(x.dtype)
-
-    return jax.tree.map(norm, obs, stats.mean, stats.var)
 
 
 # --- losses ----------------------------------------------------------------------------------
@@ -481,7 +401,7 @@ def make_ppo(cfg: PPOConfig, spec: EnvSpec, layout: Layout) -> Algorithm:
             params=params,
             opt_state=optimizer.init(params),
             sgd_steps=jnp.int32(0),
-            obs_stats=init_observation_stats(spec) if cfg.normalize_observations else (),
+            obs_stats=learning.init_observation_stats(spec) if cfg.normalize_observations else (),
         )
 
     def init_actor(key: jax.Array, num_envs: int):
@@ -491,7 +411,7 @@ def make_ppo(cfg: PPOConfig, spec: EnvSpec, layout: Layout) -> Algorithm:
     def normalized(state: PPOState, obs: Any) -> Any:
         if not cfg.normalize_observations:
             return obs
-        return normalize_observation(state.obs_stats, obs, cfg.observation_clip)
+        return learning.normalize_observation(state.obs_stats, obs, cfg.observation_clip)
 
     def act(
         state: PPOState,
@@ -545,7 +465,7 @@ def make_ppo(cfg: PPOConfig, spec: EnvSpec, layout: Layout) -> Algorithm:
 
     def update(state: PPOState, traj: Transition, key: jax.Array):
         if cfg.normalize_observations:
-            stats = update_observation_stats(state.obs_stats, traj.obs)
+            stats = learning.update_observation_stats(state.obs_stats, traj.obs)
             state = state.replace(obs_stats=stats)
         items = _to_items(rollout_batch(state, traj), recurrent)
         num_items = jax.tree.leaves(items)[0].shape[0]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import rlax
 import toy_envs  # noqa: F401  (registers test-Masked)
-from anakin.algorithms import ppo
+from anakin.algorithms import learning, ppo
 from anakin.algorithms.networks import Network, NetworkConfig
 
 from anakin import algorithms, envs, loop, runner
@@ -167,8 +167,8 @@ def test_observation_statistics_merge_over_devices():
         "obs": jax.random.normal(jax.random.PRNGKey(0), (2, 4, 3, 8, 4)) * 3.0 + 5.0,
         "action_mask": jnp.ones((2, 4, 3, 8, 4), bool),
     }  # [calls, devices, T, B, 4]
-    update = dev.pmap(lambda s, o: ppo.update_observation_stats(s, o), dev.select(4))
-    stats = dev.replicate(ppo.init_observation_stats(spec), dev.select(4))
+    update = dev.pmap(lambda s, o: learning.update_observation_stats(s, o), dev.select(4))
+    stats = dev.replicate(learning.init_observation_stats(spec), dev.select(4))
     for call in range(2):
         stats = update(stats, jax.tree.map(lambda x, c=call: x[c], data))
     assert dev.max_divergence(dev.to_host(stats)) == 0.0
@@ -178,7 +178,7 @@ def test_observation_statistics_merge_over_devices():
     np.testing.assert_allclose(stats.mean["obs"], everything.mean(0), rtol=1e-5)
     np.testing.assert_allclose(stats.var["obs"], everything.var(0), rtol=1e-4)
     np.testing.assert_array_equal(stats.mean["action_mask"], 0.0)  # not normalised
-    normalized = ppo.normalize_observation(stats, {k: v[0, 0] for k, v in data.items()}, 10.0)
+    normalized = learning.normalize_observation(stats, {k: v[0, 0] for k, v in data.items()}, 10.0)
     assert normalized["action_mask"].dtype == jnp.bool_
     assert abs(float(jnp.mean(normalized["obs"]))) < 0.3
 
@@ -295,7 +295,7 @@ def test_continuous_actions_stay_in_bounds_and_log_probs_agree():
     assert greedy.shape == (64, 1) and bool(jnp.all(jnp.abs(greedy) <= 2.0))
     # log pi(a) by the change of variables, from u: log N(u) - log(2 (1 - tanh(u)^2)).
     network = ppo.make_ppo_network(cfg, spec)
-    normalized = ppo.normalize_observation(state.obs_stats, obs, cfg.observation_clip)
+    normalized = learning.normalize_observation(state.obs_stats, obs, cfg.observation_clip)
     (out, _), _ = network.apply(state.params, normalized, core, first)
     mean, log_std = out
     u = extras["pre_squash"]
