@@ -6,10 +6,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import rlax
-from anakin.algorithms.impala import ImpalaConfig, impala_loss, split_minibatches
-from anakin.algorithms.networks import Network
+from anakin.algorithms.impala import ImpalaConfig, impala_loss, make_impala, split_minibatches
+from anakin.algorithms.networks import CategoricalHead, Network, make_actor_critic
 
-from anakin.types import Transition
+from anakin import devices, envs
+from anakin.types import Layout, Transition
 
 
 def table_network() -> Network:
@@ -194,3 +195,43 @@ def test_minibatches_are_a_fixed_strided_split(num):
     assert mbs.obs.shape == (num, 3, 8 // num)
     for j in range(num):
         np.testing.assert_array_equal(mbs.obs[j, 0], np.arange(8)[j::num])
+
+
+def test_observation_normalisation_moves_before_learning_and_acting_reads_it():
+    """With normalize_observations, an update first merges the rollout into the running
+    statistics (learning.update_observation_stats, tested in test_ppo.py); acting then sees
+    (obs - mean) / std, clipped, and the loss the rollout normalised by the new statistics."""
+    spec = envs.EnvSpec.of_array("CartPole-v1", (4,), np.float32, 2)
+    cfg = ImpalaConfig(normalize_observations=True, observation_clip=3.0, num_sgd_steps_per_step=1)
+    algo = make_impala(cfg, spec, Layout(num_envs=4, num_devices=1, rollout_length=5))
+    state = algo.init(jax.random.PRNGKey(0))
+    np.testing.assert_array_equal(state.obs_stats.mean, 0.0)  # identity until the first update
+    obs = 100.0 + 5.0 * jax.random.normal(jax.random.PRNGKey(1), (5, 4, 4))  # [T, B, 4]
+    logits = jnp.zeros((5, 4, 2))
+    traj = Transition(
+        obs=obs,
+        first=jnp.zeros((5, 4), bool),
+        action=jnp.zeros((5, 4), jnp.int32),
+        reward=jnp.ones((5, 4)),
+        terminated=jnp.zeros((5, 4), bool),
+        truncated=jnp.zeros((5, 4), bool),
+        final_obs=obs,
+        extras={"logits": logits, "core": ()},
+    )
+    new, metrics = devices.pmap(algo.update, devices.select(1))(
+        *devices.replicate((state, traj, jax.random.PRNGKey(2)), devices.select(1))
+    )
+    new = devices.unreplicate(new)
+    flat = np.asarray(obs).reshape(-1, 4)
+    np.testing.assert_allclose(new.obs_stats.mean, flat.mean(0), rtol=1e-5)
+    np.testing.assert_allclose(new.obs_stats.var, flat.var(0), rtol=1e-4)
+    assert np.isfinite(float(metrics["loss"][0]))
+    # Acting reads the statistics: an observation at the mean is seen as zeros, one far off
+    # is clipped to +-3, exactly as the network given those inputs directly.
+    network = make_actor_critic(cfg.network, spec, CategoricalHead(2))
+    probe = jnp.stack([new.obs_stats.mean, new.obs_stats.mean + 1e3])
+    seen = jnp.stack([jnp.zeros(4), jnp.full(4, 3.0)])
+    core, first = algo.init_actor(jax.random.PRNGKey(3), 2), jnp.zeros(2, bool)
+    _, _, extras = algo.act(new, core, probe, first, jax.random.split(jax.random.PRNGKey(4), 2))
+    (expected, _), _ = network.apply(new.params, seen, core, first)
+    np.testing.assert_allclose(extras["logits"], expected, rtol=1e-5, atol=1e-6)
