@@ -73,6 +73,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--results", default=str(REPO / "scripts" / "results" / "reference_gymnax"))
     p.add_argument("--runs", default=str(REPO / "runs" / "reference"), help="run directories")
     p.add_argument("--reuse", action="store_true", help="read finished runs instead of rerunning")
+    p.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the results file's other cells (same seeds, episodes, tolerance and budget "
+        "scale), replacing the (task, algorithm) cells run now: one column after a default "
+        "changed",
+    )
     args = p.parse_args(argv)
     if args.tasks is None:
         args.tasks = [t for t in PUBLISHED if args.minatar or not t.endswith("-MinAtar")]
@@ -141,9 +148,13 @@ def table(doc: dict) -> list[str]:
     meta = doc["reference"]
     algos = list(dict.fromkeys(c["algo"] for c in doc["cells"]))
     by = {(c["task"], c["algo"]): c for c in doc["cells"]}
+    written = "".join(
+        f"`{e['command']}` on {e['date'][:10]}, then " for e in meta.get("earlier", [])
+    )
+    redone = " (each run replacing the cells it ran)" if meta.get("earlier") else ""
     lines = [
-        f"Written by `{meta['command']}` on {meta['date'][:10]} ({meta['cpu_count']} CPU "
-        f"cores): every algorithm's defaults, {meta['num_seeds']} seeds in one program per "
+        f"Written by {written}`{meta['command']}` on {meta['date'][:10]}{redone} "
+        f"({meta['cpu_count']} CPU cores): every algorithm's defaults, {meta['num_seeds']} seeds in one program per "
         f"cell, final greedy evaluation of {meta['eval_episodes']} episodes per seed; the mean "
         "over seeds with a 95% bootstrap interval, `ok` where it meets the published return "
         f"(within {meta['tolerance']:.0%} of the random-to-published range), and the cell's "
@@ -173,6 +184,25 @@ def table(doc: dict) -> list[str]:
     return lines
 
 
+SETTINGS = ("num_seeds", "eval_episodes", "tolerance", "budget_scale")
+
+
+def merged(old: dict, new: dict) -> dict:
+    """`new`'s cells over `old`'s (measured with the same SETTINGS, which main checks before
+    training): the cells `new` did not run are kept, and the commands and dates of both are
+    recorded (`earlier`), so the table says which run wrote what."""
+    a, b = old["reference"], new["reference"]
+    done = {(c["task"], c["algo"]) for c in new["cells"]}
+    cells = [c for c in old["cells"] if (c["task"], c["algo"]) not in done] + new["cells"]
+    tasks = [t for t in PUBLISHED if t in a["tasks"] or t in b["tasks"]]
+    order = list(dict.fromkeys([c["algo"] for c in old["cells"]] + list(DISCRETE_ALGOS)))
+    order += [x for x in CONTINUOUS_ALGOS if x not in order]
+    cells.sort(key=lambda c: (tasks.index(c["task"]), order.index(c["algo"])))
+    earlier = [*a.get("earlier", []), {k: a[k] for k in ("command", "date")}]
+    meta = {**b, "tasks": tasks, "published": {t: PUBLISHED[t] for t in tasks}}
+    return {"reference": {**meta, "earlier": earlier}, "cells": cells}
+
+
 def markdown(doc: dict) -> str:
     title = "# gymnax's reference table with anakin's defaults"
     return "\n".join([title, "", *table(doc)]) + "\n"
@@ -181,6 +211,14 @@ def markdown(doc: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
+    old = None
+    if args.merge and Path(f"{args.results}.json").exists():
+        old = json.loads(Path(f"{args.results}.json").read_text())
+        differ = [k for k in SETTINGS if old["reference"].get(k, 1.0) != getattr(args, k)]
+        if differ:  # before anything trains
+            shown = ", ".join(f"--{k.replace('_', '-')} {old['reference'].get(k)}" for k in differ)
+            print(f"reference.py: error: --merge needs the results file's {shown}", file=sys.stderr)
+            return 2
     all_cells = []
     with tempfile.TemporaryDirectory() as tmp:
         for i, (tasks, algos) in enumerate(plan(args)):
@@ -200,6 +238,8 @@ def main(argv: list[str] | None = None) -> int:
         },
         "cells": all_cells,
     }
+    if old is not None:
+        doc = merged(old, doc)
     Path(f"{args.results}.json").write_text(json.dumps(doc, indent=1) + "\n")
     Path(f"{args.results}.md").write_text(markdown(doc))
     print(markdown(doc))

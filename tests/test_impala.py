@@ -199,8 +199,8 @@ def test_minibatches_are_a_fixed_strided_split(num):
 
 def test_observation_normalisation_moves_before_learning_and_acting_reads_it():
     """With normalize_observations, an update first merges the rollout into the running
-    statistics (learning.update_observation_stats, tested in test_ppo.py); acting then sees
-    (obs - mean) / std, clipped, and the loss the rollout normalised by the new statistics."""
+    statistics (learning.update_observation_stats, tested in test_ppo.py), and acting then
+    sees (obs - mean) / std, clipped."""
     spec = envs.EnvSpec.of_array("CartPole-v1", (4,), np.float32, 2)
     cfg = ImpalaConfig(normalize_observations=True, observation_clip=3.0, num_sgd_steps_per_step=1)
     algo = make_impala(cfg, spec, Layout(num_envs=4, num_devices=1, rollout_length=5))
