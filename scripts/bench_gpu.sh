@@ -28,3 +28,14 @@ python scripts/bench.py --only replay_profile --cost-envs 1024 4096 \
 # it): env steps and wall-clock seconds to each threshold, compiling included.
 python scripts/time_to_score.py --algos impala ppo dqn --num-seeds 4 \
   --results "$out/time_to_score" 2>&1 | tee "$out/time_to_score.log"
+# The wall-clock suite with the layout the platform picks: each column gets the same training
+# time per task and seed group (compiling apart), columns alternate so drift hits them alike,
+# and PureJaxRL's PPO runs beside them when $PUREJAXRL names its checkout (its purejaxrl/
+# folder; the GPU machine reaches no network, so bring it along).
+baseline=()
+if [ -n "${PUREJAXRL:-}" ]; then baseline=(--baseline purejaxrl --purejaxrl "$PUREJAXRL"); fi
+python scripts/suite.py --time-budget 20 --algos impala ppo dqn r2d2 "${baseline[@]}" \
+  --tasks CartPole-v1 Acrobot-v1 MountainCar-v0 Catch-bsuite DeepSea-bsuite \
+  UmbrellaChain-bsuite DiscountingChain-bsuite FourRooms-misc --num-seeds 4 \
+  --runs /tmp/anakin-gpu-suite-runs --results "$out/suite_time" --no-plot 2>&1 \
+  | tee "$out/suite_time.log"
