@@ -41,7 +41,7 @@ class ArchConfig:
     Attributes:
       num_envs: environments over all devices together (each device steps
         num_envs / num_devices of them). A preset's count that does not fit the devices found
-        (say 32 environments in 2 minibatches on 6 devices) is raised to the next count that
+        (say 16 environments in 2 minibatches on 6 devices) is raised to the next count that
         does, with a notice; a count you set is kept, or refused by name.
       envs_per_device: environments per device, in place of num_envs (0: num_envs is the
         total), so that one command fills however many devices it finds.

@@ -529,11 +529,13 @@ def render(results: Path = RESULTS) -> str:
 
 
 def readme_block(results: Path = RESULTS) -> list[str]:
-    """README.md's summary of the wall-clock suites (files with a time budget): per task, each
-    column's median training time to the threshold and the seeds that got there, and the IQM at
-    the budget, each table headed by the command that measured it."""
+    """README.md's summary of the wall-clock suites of the defaults (suite_time*.json, files
+    with a time budget): per task, each column's median training time to the threshold and the
+    seeds that got there, and the IQM at the budget, each table headed by the command that
+    measured it. Wall-clock comparisons made to choose a default (other names) stay in
+    docs/results.md."""
     lines = []
-    for path in sorted(results.glob("*.json")):
+    for path in sorted(results.glob("suite_time*.json")):
         doc = json.loads(path.read_text())
         if kind(doc) != "suite" or not doc["suite"].get("time_budget"):
             continue

@@ -92,12 +92,12 @@ def test_every_preset_resolves_on_many_devices(devices):
 def test_a_preset_is_fitted_with_a_notice_and_only_upwards():
     prepared = launch.resolve("impala", flags=["--arch.num-devices", "3"]).setup
     cfg, preset = prepared.cfg, launch.preset_config("impala", "default")
-    # 32 environments in 2 minibatches: 3 devices need an even count each, 36 in all.
-    assert (preset.arch.num_envs, cfg.arch.num_envs) == (32, 36)
+    # 16 environments in 2 minibatches: 3 devices need an even count each, 18 in all.
+    assert (preset.arch.num_envs, cfg.arch.num_envs) == (16, 18)
     assert (preset.eval.episodes, cfg.eval.episodes) == (32, 33)
     layout, note = prepared.notes
     assert layout == "layout: cpu (cpu devices); --arch.layout accelerator for a GPU's or TPU's"
-    assert note.startswith("fitted to 3 devices: arch.num_envs 32 -> 36, eval.episodes 32 -> 33")
+    assert note.startswith("fitted to 3 devices: arch.num_envs 16 -> 18, eval.episodes 32 -> 33")
     # What fits as it is stays as it is, without a notice.
     assert len(launch.resolve("impala", flags=["--arch.num-devices", "4"]).setup.notes) == 1
 
@@ -167,12 +167,12 @@ def test_the_first_readme_command_trains_on_eight_devices(tmp_path):
         timeout=110,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    # 4 environments per device split into 2 minibatches: it runs as written.
+    # 2 environments per device split into 2 minibatches: it runs as written.
     assert "fitted to" not in proc.stdout + proc.stderr
     saved = json.loads((out / "eight" / "config.json").read_text())["config"]
-    assert saved["arch"]["num_envs"] == 32
+    assert saved["arch"]["num_envs"] == 16
     summary = json.loads((out / "eight" / "summary.json").read_text())
-    assert summary["env_steps"] == 2 * 32 * saved["arch"]["rollout_length"]
+    assert summary["env_steps"] == 2 * 16 * saved["arch"]["rollout_length"]
 
 
 def test_the_accelerator_layout_changes_the_default_preset_and_keeps_what_you_set():
