@@ -203,6 +203,46 @@ def test_the_reference_table_marks_what_meets_the_published_return():
     assert lines[-1] == "| Acrobot-v1 (500,000) | -80 | -89.0 [-90.0, -88.0], 12 s | failed |"
 
 
+def test_reference_merge_replaces_only_the_cells_run_and_names_both_commands(tmp_path):
+    def cell(algo, task, mean):
+        out = {"task": task, "algo": algo, "status": "ok", "returns": [mean], "mean": mean}
+        return out | {"ci": [mean, mean], "meets": False, "wall_time_s": 1.0, "env_steps": 10}
+
+    settings = {"num_seeds": 4, "eval_episodes": 256, "tolerance": 0.02, "budget_scale": 1.0}
+    old = {
+        "reference": {"command": "python scripts/reference.py", "date": "2026-12-02",
+                      "tasks": ["CartPole-v1", "Acrobot-v1"], **settings},
+        "cells": [cell("impala", "CartPole-v1", 288.0), cell("ppo", "CartPole-v1", 500.0),
+                  cell("impala", "Acrobot-v1", -82.0), cell("ppo", "Acrobot-v1", -77.0)],
+    }  # fmt: skip
+    new = {
+        "reference": {"command": "python scripts/reference.py --tasks CartPole-v1 --algos impala "
+                      "--merge", "date": "2026-12-04", "tasks": ["CartPole-v1"], **settings},
+        "cells": [cell("impala", "CartPole-v1", 498.0)],
+    }  # fmt: skip
+    doc = reference.merged(old, new)
+    got = [(c["task"], c["algo"], c["mean"]) for c in doc["cells"]]
+    assert got == [
+        ("CartPole-v1", "impala", 498.0),  # re-run
+        ("CartPole-v1", "ppo", 500.0),
+        ("Acrobot-v1", "impala", -82.0),
+        ("Acrobot-v1", "ppo", -77.0),
+    ]
+    assert doc["reference"]["tasks"] == ["CartPole-v1", "Acrobot-v1"]
+    doc["reference"] |= {"cpu_count": 2, "published": reference.PUBLISHED}
+    first = reference.table(doc)[0]
+    assert first.startswith(
+        "Written by `python scripts/reference.py` on 2026-12-02, then `python scripts/"
+        "reference.py --tasks CartPole-v1 --algos impala --merge` on 2026-12-04"
+    )
+    # A file measured otherwise is refused before anything trains: exit 2, one line, unchanged.
+    results = tmp_path / "ref"
+    results.with_suffix(".json").write_text(json.dumps(old))
+    code = reference.main(["--merge", "--num-seeds", "2", "--results", str(results)])
+    assert code == 2
+    assert json.loads(results.with_suffix(".json").read_text()) == old
+
+
 def test_docs_results_md_is_generated_from_the_result_files():
     """docs/results.md is exactly what scripts/make_docs.py makes of scripts/results/*.json:
     after re-measuring, run `python scripts/make_docs.py` and commit both."""
