@@ -154,8 +154,9 @@ def table(doc: dict) -> list[str]:
     redone = " (each run replacing the cells it ran)" if meta.get("earlier") else ""
     lines = [
         f"Written by {written}`{meta['command']}` on {meta['date'][:10]}{redone} "
-        f"({meta['cpu_count']} CPU cores): every algorithm's defaults, {meta['num_seeds']} seeds in one program per "
-        f"cell, final greedy evaluation of {meta['eval_episodes']} episodes per seed; the mean "
+        f"({meta['cpu_count']} CPU cores): every algorithm's defaults, {meta['num_seeds']} "
+        "seeds in one program per cell, final greedy evaluation of "
+        f"{meta['eval_episodes']} episodes per seed; the mean "
         "over seeds with a 95% bootstrap interval, `ok` where it meets the published return "
         f"(within {meta['tolerance']:.0%} of the random-to-published range), and the cell's "
         "wall time (process start to end, compiling included). Published: gymnax's reference "

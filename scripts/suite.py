@@ -389,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
             if result["status"] == "ok":
                 report.score_runs(result, doc["tasks"])
             doc["runs"].append(result)
-            suite_run.note_run_devices(doc["suite"]["machine"], result)
+            suite_run.note_run_devices(doc["suite"]["machine"], result, Path(args.runs))
             print(f"  [{done}/{total}] {col} {task.spec}: {report.progress(result)}", flush=True)
             # partial results, so an interrupted suite keeps what it finished
             report.write_outputs(report.jsonable(doc), Path(args.results), draw=False)

@@ -192,12 +192,14 @@ def run_anakin(column: str, task: Task, budget: int, seeds: int, args) -> dict[s
     name = f"{column.replace('@', '-')}-{task.slug}"
     run_dir = Path(args.runs) / name
     cmd = anakin_command(column, task, budget, seeds, args, name)
+    runs = _rel(Path(args.runs))  # as recorded: no folder of this machine outside the repo
+    shown = [runs if i > 0 and cmd[i - 1] == "--out" else a for i, a in enumerate(cmd)]
     out: dict[str, Any] = {
         "algo": column,
         "task": task.spec,
         "budget": budget,
-        "run_dir": _rel(run_dir),
-        "command": shlex.join(["anakin", *cmd[3:]]),
+        "run_dir": f"{runs}/{name}",
+        "command": shlex.join(["anakin", *shown[3:]]),
     }
     wall_file = Path(args.runs) / f"{name}.wall"
     if args.reuse and reusable(run_dir, task, budget, seeds, cmd):
@@ -240,11 +242,13 @@ def last_error(tail: str) -> str:
 
 
 def _rel(path: Path) -> str:
+    """`path` relative to the repository, or "RUNS" for a folder outside it (a result file
+    names no folder of the machine that measured it; --runs says where the runs were)."""
     path = Path(path).resolve()
     try:
         return str(path.relative_to(REPO))
     except ValueError:
-        return str(path)
+        return "RUNS"
 
 
 def machine_info() -> dict[str, Any]:
@@ -263,12 +267,13 @@ def machine_info() -> dict[str, Any]:
     return info
 
 
-def note_run_devices(machine: dict[str, Any], result: dict[str, Any]) -> None:
-    """Records the backend and devices of the first anakin run (e.g. 2 forced CPU devices)."""
+def note_run_devices(machine: dict[str, Any], result: dict[str, Any], runs: Path) -> None:
+    """Records the backend and devices of the first anakin run (e.g. 2 forced CPU devices);
+    `runs` is the --runs folder the run is in."""
     if "run_backend" in machine or result["status"] != "ok" or "run_dir" not in result:
         return
     try:
-        cfg = json.loads((REPO / result["run_dir"] / "config.json").read_text())
+        cfg = json.loads((runs / Path(result["run_dir"]).name / "config.json").read_text())
         backend, devices = cfg["platform"]["backend"], cfg["platform"]["devices"]
     except (OSError, ValueError, KeyError):
         return

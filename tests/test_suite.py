@@ -333,6 +333,11 @@ def test_tiny_suite_run_writes_json_tables_and_plot(tmp_path):
         assert len(curve["env_steps"]) == len(curve["mean_return"]) == len(curve["entropy"]) >= 1
         assert s["entropy_min"] > 0
     assert r2d2["status"] == "failed" and "num_envs=3" in r2d2["error"]
+    # Runs outside the repository are recorded under "RUNS", not this machine's folder, and
+    # the first run's devices are still read from its config.
+    assert impala["run_dir"] == "RUNS/impala-Catch-bsuite"
+    assert "--out RUNS " in impala["command"] and str(tmp_path) not in impala["command"]
+    assert doc["suite"]["machine"]["run_backend"] == "cpu"
 
     summary = doc["summary"]
     assert summary["by_column"]["r2d2"] is None and summary["by_column"]["impala"] is None
