@@ -379,18 +379,11 @@ PRESETS: dict[str, tuple[DQNConfig, ArchConfig]] = {
 }
 
 # The accelerator layout (`arch.layout`), on top of the default preset: 32x the CPU layout's
-# environments (512 in all, 4,096 env steps per update) and 4x its SGD batch (512), so a quarter
-# of its sequential SGD steps per env step (1/64 against 1/16); a target copy every 25 SGD steps
-# (the CPU layout's 1,600 env steps between copies), and the exploration schedule and replay
-# scaled with the batch (epsilon decays over 80,000 env steps, 262,144 transitions held), so
-# they span as many SGD steps as the CPU layout's do. Chosen on the large-batch suite
-# (scripts/results/large_batch_dqn_2.md; 8 tasks, 4 seeds, budgets 4x the CPU layout's): IQM
-# 0.98 [0.92, 1.00] against 0.98, mean 0.91 against 0.73, every threshold the CPU layout
-# reaches reached with 2.2-5x its env steps (FourRooms with 0.21x), MountainCar reached by 3 of
-# 4 seeds where the CPU layout's reached none; CartPole's final greedy score is lower (0.75
-# [0.49, 1.00] against 1.00, every seed past the threshold in training). Without the scaled
-# schedule and replay (large_batch_dqn.md) DeepSea was lost (0.25); with the schedule alone,
-# MountainCar and DiscountingChain (0.16, 0.05).
+# environments and 4x its SGD batch, so a quarter of its sequential SGD steps per env step; the
+# target period, the epsilon schedule and the replay scaled so that they span as many SGD steps
+# as the CPU layout's (without the last two it lost DeepSea, MountainCar and DiscountingChain).
+# Chosen on the large-batch suite (scripts/results/large_batch_dqn_2.md, large_batch_dqn.md;
+# docs/gpu.md#layouts), where it trails the CPU layout only in CartPole's final greedy score.
 ACCELERATOR = {
     "arch.num_envs": 512,
     "arch.updates_per_call": 8,

@@ -63,9 +63,8 @@ class ImpalaConfig:
     minibatches per rollout, 31% of the call means on CartPole after the first 500k of 1.5M
     env steps fell below half the best, and seeds ended at 9; with these, 0% (worst call mean
     303, every seed at 500), at about 1.6x the env steps/s, and the task suite's IQM ties
-    (scripts/results/stability.md, sweep_impala_9.md). With the default preset's 16
-    environments, 0.0% on one set of seeds (worst 310) and 1.6% on another (worst 45), every
-    seed ending at 500.
+    (scripts/results/stability.md, sweep_impala_9.md); re-measured there with the default
+    preset's 16 environments.
     """
 
     discount: float = sweepable(0.99)
@@ -250,16 +249,10 @@ def make_impala(cfg: ImpalaConfig, spec: EnvSpec, layout: Layout | None = None) 
     return Algorithm(init=init, init_actor=init_actor, act=act, update=update)
 
 
-# 16 environments x 16 steps per update (256 samples in 2 minibatches of 8 environments): twice
-# the updates per env step of the 32 environments before, with the same stability. On CartPole
-# 475 at 139k env steps rather than about 200k (past the published 150k budget), 0.0% of call
-# means below half (scripts/results/stability.md, "impala faster, 16 envs"); on the task suite
-# (sweep_impala_envs.md) the same IQM, every threshold reached in 0.2-0.75x the env steps and
-# CartPole at 0.98 against 0.72, FourRooms' greedy evaluation lower (0.79 against 0.94); in the
-# wall-clock suite (time_impala_envs.md: 20 s per run on 2 cores) it reaches every threshold as
-# soon or sooner (FourRooms 0.3 s against 1.0 s, CartPole 2.2 s against 2.1 s) at about 0.87x
-# the env steps/s. Earlier: 32 x 16 tied 64 x 16 and learned CartPole where 64 did not
-# (sweep_impala_5.md).
+# 16 environments x 16 steps per update, in 2 minibatches: twice the updates per env step of
+# the earlier 32, as stable, and sooner to every threshold in env steps and in wall-clock time
+# (chosen by sweep_impala_envs and time_impala_envs, with stability.md's long runs; the reasons
+# in docs/suite.md#what-the-sweeps-found). The lstm preset keeps 32, as it was measured.
 _ARCH = ArchConfig(num_envs=16)
 
 PRESETS: dict[str, tuple[ImpalaConfig, ArchConfig]] = {
