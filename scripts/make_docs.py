@@ -578,7 +578,46 @@ def readme_block(results: Path = RESULTS) -> list[str]:
                     )
             lines.append(f"| {task} | " + " | ".join(cells) + " |")
         lines.append("")
-    return lines[:-1]
+    return [*lines, *readme_cost_block(results)][:-1]
+
+
+README_COST_ENVS = (1024, 4096)
+
+
+def readme_cost_block(results: Path = RESULTS) -> list[str]:
+    """README.md's cost-versus-scale table (cost_cpu.json, `bench.py --only cost`): per
+    algorithm and layout at 1,024 and 4,096 environments, the env steps/s, the FLOPs and
+    sequential SGD steps per env step (which carry to a chip) and the utilisation of the large
+    matmul's FLOP/s on the same devices; with the command that measured it."""
+    path = results / "cost_cpu.json"
+    if not path.exists():
+        return []
+    doc = json.loads(path.read_text())
+    peak, rows = doc["cost"]["matmul_flops_per_s"], doc["cost"]["rows"]
+    shown = [r for r in rows if r["num_envs"] in README_COST_ENVS]
+    if not shown:
+        return []
+    lines = [
+        f"What each layout costs as it grows, on {shown[0]['devices']} CPU devices: FLOPs (matrix "
+        "products and convolutions, counted on the jaxpr) and sequential SGD steps per env step "
+        "do not depend on the hardware; utilisation is the achieved FLOP/s over a large "
+        f"matmul's {peak / 1e9:.0f} GFLOP/s on the same devices ([cost_cpu]"
+        "(docs/results.md#cost_cpu) has 32 to 4,096 environments, compile time and memory):",
+        "",
+        f"`{args_command('scripts/bench.py', doc['args'])}`",
+        "",
+        "| algorithm (layout) | envs | env steps/s | FLOPs/env step | SGD steps/env step "
+        "| utilisation |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in shown:
+        achieved = r["env_sps"] * r["flops_per_env_step"]
+        lines.append(
+            f"| {bench.algo_and_layout(r)} | {r['num_envs']:,} | {r['env_sps']:,.0f} | "
+            f"{r['flops_per_env_step']:,.0f} | {r['sgd_steps_per_env_step']:.2g} | "
+            f"{achieved / peak:.0%} |"
+        )
+    return [*lines, ""]
 
 
 def render_readme(text: str, results: Path = RESULTS) -> str:
