@@ -606,17 +606,8 @@ def readme_cost_block(results: Path = RESULTS) -> list[str]:
         "",
         f"`{args_command('scripts/bench.py', doc['args'])}`",
         "",
-        "| algorithm (layout) | envs | env steps/s | FLOPs/env step | SGD steps/env step "
-        "| utilisation |",
-        "|---|---:|---:|---:|---:|---:|",
+        *bench.cost_table(shown, peak, bench.COMPACT).splitlines(),
     ]
-    for r in shown:
-        achieved = r["env_sps"] * r["flops_per_env_step"]
-        lines.append(
-            f"| {bench.algo_and_layout(r)} | {r['num_envs']:,} | {r['env_sps']:,.0f} | "
-            f"{r['flops_per_env_step']:,.0f} | {r['sgd_steps_per_env_step']:.2g} | "
-            f"{achieved / peak:.0%} |"
-        )
     return [*lines, ""]
 
 
