@@ -286,18 +286,12 @@ PRESETS: dict[str, tuple[ImpalaConfig, ArchConfig]] = {
     ),
 }
 
-# The accelerator layout (`arch.layout`), on top of the default preset: 32x the CPU layout's
-# batch (512 environments in all, 8,192 env steps per update) in 8 minibatches at half the
-# learning rate, an eighth of its sequential SGD steps per env step (1/1024 against 1/128).
-# Chosen on the large-batch suite (scripts/results/large_batch_impala.md; 8 tasks, 4 seeds,
-# budgets 16x those of the CPU layout of the time, 32 environments): it learns every task that
-# layout learns, with 2.4-7.4x its
-# env steps to threshold; 512 environments in 2 minibatches lost CartPole (0.42) and the same
-# 8 minibatches at the CPU layout's learning rate lost a seed on DeepSea and DiscountingChain;
-# an earlier candidate, 256 environments in the CPU layout's 2 minibatches at its budget,
-# reached CartPole's threshold in none of 4 seeds (scripts/results/layout_impala.md).
-# Its seeds reached CartPole's threshold at 1.7M-2.6M env steps, so the default budget is 4M
-# (seconds on a chip) where the CPU layout's 1M would stop short.
+# The accelerator layout (`arch.layout`), on top of the default preset: 512 environments in all
+# (8,192 env steps per update) in 8 minibatches at half the learning rate, an eighth of the CPU
+# layout's sequential SGD steps per env step. Chosen on the large-batch suite against the
+# candidates there (scripts/results/large_batch_impala.md, layout_impala.md; docs/gpu.md#layouts):
+# it learns every task the CPU layout learns, with more env steps to threshold, so its default
+# budget is 4M env steps (seconds on a chip), past where CartPole's seeds reached the threshold.
 ACCELERATOR = {
     "arch.num_envs": 512,
     "arch.total_env_steps": 4_000_000,

@@ -528,14 +528,19 @@ def render(results: Path = RESULTS) -> str:
     return "\n".join(lines) + "\n"
 
 
+README_SUITES = ("suite_time",)
+
+
 def readme_block(results: Path = RESULTS) -> list[str]:
-    """README.md's summary of the wall-clock suites of the defaults (suite_time*.json, files
-    with a time budget): per task, each column's median training time to the threshold and the
-    seeds that got there, and the IQM at the budget, each table headed by the command that
-    measured it. Wall-clock comparisons made to choose a default (other names) stay in
-    docs/results.md."""
+    """README.md's summary of the defaults' wall-clock suite (README_SUITES, files with a time
+    budget): per task, each column's median training time to the threshold and the seeds that
+    got there, and the IQM at the budget, headed by the command that measured it. The other
+    wall-clock suites (the accelerator layouts, comparisons made to choose a default) and the
+    cost tables stay in docs/results.md: the README is a guide."""
     lines = []
-    for path in sorted(results.glob("suite_time*.json")):
+    for path in [results / f"{name}.json" for name in README_SUITES]:
+        if not path.exists():
+            continue
         doc = json.loads(path.read_text())
         if kind(doc) != "suite" or not doc["suite"].get("time_budget"):
             continue
@@ -578,37 +583,7 @@ def readme_block(results: Path = RESULTS) -> list[str]:
                     )
             lines.append(f"| {task} | " + " | ".join(cells) + " |")
         lines.append("")
-    return [*lines, *readme_cost_block(results)][:-1]
-
-
-README_COST_ENVS = (1024, 4096)
-
-
-def readme_cost_block(results: Path = RESULTS) -> list[str]:
-    """README.md's cost-versus-scale table (cost_cpu.json, `bench.py --only cost`): per
-    algorithm and layout at 1,024 and 4,096 environments, the env steps/s, the FLOPs and
-    sequential SGD steps per env step (which carry to a chip) and the utilisation of the large
-    matmul's FLOP/s on the same devices; with the command that measured it."""
-    path = results / "cost_cpu.json"
-    if not path.exists():
-        return []
-    doc = json.loads(path.read_text())
-    peak, rows = doc["cost"]["matmul_flops_per_s"], doc["cost"]["rows"]
-    shown = [r for r in rows if r["num_envs"] in README_COST_ENVS]
-    if not shown:
-        return []
-    lines = [
-        f"What each layout costs as it grows, on {shown[0]['devices']} CPU devices: FLOPs (matrix "
-        "products and convolutions, counted on the jaxpr) and sequential SGD steps per env step "
-        "do not depend on the hardware; utilisation is the achieved FLOP/s over a large "
-        f"matmul's {peak / 1e9:.0f} GFLOP/s on the same devices ([cost_cpu]"
-        "(docs/results.md#cost_cpu) has 32 to 4,096 environments, compile time and memory):",
-        "",
-        f"`{args_command('scripts/bench.py', doc['args'])}`",
-        "",
-        *bench.cost_table(shown, peak, bench.COMPACT).splitlines(),
-    ]
-    return [*lines, ""]
+    return lines[:-1]
 
 
 def render_readme(text: str, results: Path = RESULTS) -> str:
