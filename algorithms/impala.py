@@ -54,6 +54,9 @@ class ImpalaConfig:
         learning and used when acting; integer and bool entries (images, masks) pass as they
         are.
       observation_clip: normalised observations are clipped to [-clip, clip].
+      normalize_advantages: normalise the V-trace policy-gradient advantages to mean 0, std 1
+        over each minibatch on all devices (PPO's, `learning.normalize_advantages`), so the
+        policy gradient's scale does not follow the return's.
       shared_torso: one torso (and LSTM) for policy and value, as Acme's IMPALA networks;
         else two networks of `network`'s shape, so the value loss, whose scale is the
         return's, never shapes the policy's features.
@@ -79,6 +82,7 @@ class ImpalaConfig:
     num_sgd_steps_per_step: int = 2
     normalize_observations: bool = False
     observation_clip: float = sweepable(10.0)
+    normalize_advantages: bool = False
     shared_torso: bool = False
     network: NetworkConfig = NetworkConfig()
 
@@ -146,9 +150,13 @@ def impala_loss(
     vtrace = jax.vmap(rlax.vtrace_td_error_and_advantage, in_axes=1, out_axes=1)(
         values[:-1], values[1:], r_t, discount_t, rho_tm1
     )
+    advantage = vtrace.pg_advantage
+    if cfg.normalize_advantages:
+        moments = learning.advantage_moments(jax.lax.stop_gradient(advantage))
+        advantage = learning.normalize_advantages(advantage, moments)
     ones = jnp.ones_like(r_t)
     pg_loss = jax.vmap(rlax.policy_gradient_loss, in_axes=1)(
-        logits[:-1], traj.action, vtrace.pg_advantage, ones
+        logits[:-1], traj.action, advantage, ones
     )  # [B], means over T
     critic_loss = jnp.mean(jnp.square(vtrace.errors), axis=0)  # [B]
     entropy_loss = jax.vmap(rlax.entropy_loss, in_axes=1)(logits[:-1], ones)  # [B], -entropy

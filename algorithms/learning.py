@@ -253,6 +253,22 @@ def prioritised_q_step(
     return state, {**metrics, "grad_norm": grad_norm}
 
 
+def advantage_moments(advantage: jax.Array) -> jax.Array:
+    """Mean and mean square of each minibatch's advantages over all devices, [..., 2].
+
+    Args:
+      advantage: [..., n, T], this device's share (an equal one) of each minibatch.
+    """
+    local = jnp.stack([jnp.mean(advantage, (-2, -1)), jnp.mean(jnp.square(advantage), (-2, -1))])
+    return jnp.moveaxis(devices.pmean(local), 0, -1)
+
+
+def normalize_advantages(advantage: jax.Array, moments: jax.Array) -> jax.Array:
+    """(A - mean) / (std + 1e-8), from the minibatch's `advantage_moments` [2]."""
+    mean, var = moments[0], jnp.maximum(moments[1] - jnp.square(moments[0]), 0.0)
+    return (advantage - mean) / (jnp.sqrt(var) + 1e-8)
+
+
 def shuffled_minibatches(key: jax.Array, batch: Any, num_minibatches: int) -> Any:
     """Splits this device's items into `num_minibatches` shuffled minibatches, the same way
     whatever the number of devices.

@@ -63,7 +63,6 @@ from anakin.algorithms.networks import (
 )
 from anakin.envs import EnvSpec
 
-from anakin import devices
 from anakin.config import ArchConfig, sweepable
 from anakin.types import Algorithm, AlgorithmEntry, Layout, Metrics, Params, Transition
 
@@ -291,22 +290,6 @@ def gae_advantages(
     return advantage, values[:-1] + advantage
 
 
-def advantage_moments(advantage: jax.Array) -> jax.Array:
-    """Mean and mean square of each minibatch's advantages over all devices, [..., 2].
-
-    Args:
-      advantage: [..., n, T], this device's share (an equal one) of each minibatch.
-    """
-    local = jnp.stack([jnp.mean(advantage, (-2, -1)), jnp.mean(jnp.square(advantage), (-2, -1))])
-    return jnp.moveaxis(devices.pmean(local), 0, -1)
-
-
-def normalize_advantages(advantage: jax.Array, moments: jax.Array) -> jax.Array:
-    """(A - mean) / (std + 1e-8), from the minibatch's `advantage_moments` [2]."""
-    mean, var = moments[0], jnp.maximum(moments[1] - jnp.square(moments[0]), 0.0)
-    return (advantage - mean) / (jnp.sqrt(var) + 1e-8)
-
-
 def ppo_loss(
     params: Params,
     network: Network,
@@ -478,7 +461,7 @@ def make_ppo(cfg: PPOConfig, spec: EnvSpec, layout: Layout) -> Algorithm:
         # Advantages are normalised per minibatch over all devices; every minibatch's moments
         # come from one collective here rather than one per SGD step.
         if cfg.normalize_advantages:
-            moments = advantage_moments(items.advantage[shuffles])  # [E x M, 2]
+            moments = learning.advantage_moments(items.advantage[shuffles])  # [E x M, 2]
         else:
             moments = jnp.zeros((shuffles.shape[0], 2))
 
@@ -486,7 +469,7 @@ def make_ppo(cfg: PPOConfig, spec: EnvSpec, layout: Layout) -> Algorithm:
             index, moments = minibatch
             batch = _from_items(jax.tree.map(lambda x: x[index], items))
             if cfg.normalize_advantages:
-                batch = batch._replace(advantage=normalize_advantages(batch.advantage, moments))
+                batch = batch._replace(advantage=learning.normalize_advantages(batch.advantage, moments))
             state, metrics, grad_norm = learning.sgd_step(
                 state, ppo_loss, optimizer, network, batch, cfg, spec
             )

@@ -174,6 +174,51 @@ def test_matches_direct_rlax_calls_off_policy():
     np.testing.assert_allclose(loss, np.mean(losses), rtol=1e-5)
 
 
+def test_normalised_advantages_over_the_minibatch_on_all_devices():
+    """normalize_advantages: the policy gradient uses V-trace's advantages less their mean, over
+    their std, both taken over the whole minibatch; split over two devices, each device's
+    share uses the same moments, so the mean loss is unchanged."""
+    rng = np.random.default_rng(1)
+    num, batch = 5, 4
+    values = rng.normal(size=(num + 1, batch)).astype(np.float32)
+    logits = rng.normal(size=(num + 1, batch, 2)).astype(np.float32)
+    mu = rng.normal(size=(num, batch, 2)).astype(np.float32)
+    a = rng.integers(0, 2, size=(num, batch)).astype(np.int32)
+    r = 3.0 * rng.normal(size=(num, batch)).astype(np.float32)
+    obs = np.concatenate([values[..., None], logits], axis=-1)
+    no = np.zeros((num, batch), bool)
+    traj = jax.tree.map(
+        jnp.asarray,
+        Transition(obs[:num], no, a, r, no, no, obs[1:], {"logits": mu, "core": ()}),
+    )
+    cfg = ImpalaConfig(discount=0.9, normalize_advantages=True)
+
+    def loss_on(devices_traj):
+        return jax.vmap(
+            lambda t: impala_loss(PARAMS, table_network(), t, cfg)[1], axis_name=devices.AXIS
+        )(devices_traj)
+
+    one = loss_on(jax.tree.map(lambda x: x[None], traj))
+    rho = distrax.importance_sampling_ratios(
+        distrax.Categorical(logits[:-1]), distrax.Categorical(mu), a
+    )
+    adv = jax.vmap(rlax.vtrace_td_error_and_advantage, in_axes=1, out_axes=1)(
+        values[:-1], values[1:], r, jnp.full((num, batch), 0.9), rho
+    ).pg_advantage
+    adv = (adv - jnp.mean(adv)) / (jnp.std(adv) + 1e-8)
+    pg = jax.vmap(rlax.policy_gradient_loss, in_axes=1)(logits[:-1], a, adv, np.ones((num, batch)))
+    np.testing.assert_allclose(one["policy_loss"][0], jnp.mean(pg), rtol=1e-5, atol=1e-6)
+
+    halves = jax.tree.map(lambda x: jnp.stack([x[:, :2], x[:, 2:]]), traj)
+    two = loss_on(halves)
+    np.testing.assert_allclose(jnp.mean(two["policy_loss"]), one["policy_loss"][0], rtol=1e-5)
+    unnormalised = jax.vmap(
+        lambda t: impala_loss(PARAMS, table_network(), t, ImpalaConfig(discount=0.9))[1],
+        axis_name=devices.AXIS,
+    )(halves)
+    assert not np.allclose(jnp.mean(unnormalised["policy_loss"]), one["policy_loss"][0])
+
+
 def test_gradient_flows_only_through_current_values_and_logits():
     traj = make_traj(
         values=[0.5, 0.25, 1.0],
