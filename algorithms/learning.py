@@ -368,6 +368,21 @@ def update_observation_stats(stats: ObservationStats, obs: Any, batch_dims: int 
     return ObservationStats(count=count, mean=mean, var=var)
 
 
+def init_value_stats() -> ObservationStats:
+    """Running statistics of scalar value targets: none seen, mean 0, variance 1."""
+    return ObservationStats(count=jnp.float32(0.0), mean=jnp.float32(0.0), var=jnp.float32(1.0))
+
+
+def normalize_values(stats: ObservationStats, x: jax.Array) -> jax.Array:
+    """Returns (or values) in the units the value network predicts: (x - mean) / std."""
+    return (x - stats.mean) * jax.lax.rsqrt(stats.var + 1e-8)
+
+
+def denormalize_values(stats: ObservationStats, x: jax.Array) -> jax.Array:
+    """The value network's predictions back in returns: x std + mean."""
+    return x * jnp.sqrt(stats.var + 1e-8) + stats.mean
+
+
 def normalize_observation(stats: ObservationStats, obs: Any, clip: float | jax.Array) -> Any:
     """(obs - mean) / std, clipped to [-clip, clip], for floating entries; others unchanged."""
 

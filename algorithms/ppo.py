@@ -103,6 +103,10 @@ class PPOConfig:
       normalize_advantages: normalise advantages to mean 0, std 1 in each minibatch.
       normalize_observations: normalise floating-point observations by running statistics.
       observation_clip: normalised observations are clipped to [-clip, clip].
+      normalize_values: the value network predicts value targets normalised by their running
+        mean and variance (over every target seen on every device, updated from each rollout
+        before learning, as MAPPO's ValueNorm), so the value loss and its gradient keep one
+        scale whatever the return's; GAE reads the predictions mapped back to returns.
       reward_scale: rewards are multiplied by this (e.g. 0.1 on Pendulum's -16..0 per step)...
       max_abs_reward: ...then clipped to [-max_abs_reward, max_abs_reward].
       shared_torso: one torso (and LSTM) for policy and value, else two separate networks.
@@ -128,6 +132,7 @@ class PPOConfig:
     normalize_advantages: bool = True
     normalize_observations: bool = True
     observation_clip: float = sweepable(10.0)
+    normalize_values: bool = False
     reward_scale: float = sweepable(1.0)
     max_abs_reward: float = sweepable(float("inf"))
     shared_torso: bool = False
@@ -172,6 +177,7 @@ class PPOState(struct.PyTreeNode):
     sgd_steps: jax.Array  # int32 [], SGD steps taken
     replay: tuple = ()  # on-policy: none
     obs_stats: learning.ObservationStats | tuple = ()  # () unless normalize_observations
+    value_stats: learning.ObservationStats | tuple = ()  # () unless normalize_values
 
 
 class PPOBatch(NamedTuple):
@@ -385,6 +391,7 @@ def make_ppo(cfg: PPOConfig, spec: EnvSpec, layout: Layout) -> Algorithm:
             opt_state=optimizer.init(params),
             sgd_steps=jnp.int32(0),
             obs_stats=learning.init_observation_stats(spec) if cfg.normalize_observations else (),
+            value_stats=learning.init_value_stats() if cfg.normalize_values else (),
         )
 
     def init_actor(key: jax.Array, num_envs: int):
@@ -431,6 +438,10 @@ def make_ppo(cfg: PPOConfig, spec: EnvSpec, layout: Layout) -> Algorithm:
         (_, values), final_values = learning.unroll_for_bootstrap(
             network, state.params, obs, final_obs, traj.first, core
         )
+        if cfg.normalize_values:  # predictions back to returns for GAE
+            stats = state.value_stats
+            values = learning.denormalize_values(stats, values)
+            final_values = lambda f=final_values: learning.denormalize_values(stats, f())  # noqa: E731
 
         advantage, target = gae_advantages(
             values, traj.reward, traj.terminated, traj.truncated, final_values, cfg
@@ -450,7 +461,17 @@ def make_ppo(cfg: PPOConfig, spec: EnvSpec, layout: Layout) -> Algorithm:
         if cfg.normalize_observations:
             stats = learning.update_observation_stats(state.obs_stats, traj.obs)
             state = state.replace(obs_stats=stats)
-        items = _to_items(rollout_batch(state, traj), recurrent)
+        batch = rollout_batch(state, traj)
+        if cfg.normalize_values:
+            # The statistics take in this rollout's targets; the loss then sees targets (and
+            # the value-clipping centres) in the updated normalised units.
+            stats = learning.update_observation_stats(state.value_stats, batch.target)
+            state = state.replace(value_stats=stats)
+            batch = batch._replace(
+                value=learning.normalize_values(stats, batch.value),
+                target=learning.normalize_values(stats, batch.target),
+            )
+        items = _to_items(batch, recurrent)
         num_items = jax.tree.leaves(items)[0].shape[0]
         # Every epoch's shuffle of the item numbers, drawn at once; the update's key is the
         # same on every device, and so are the minibatches.
@@ -469,7 +490,8 @@ def make_ppo(cfg: PPOConfig, spec: EnvSpec, layout: Layout) -> Algorithm:
             index, moments = minibatch
             batch = _from_items(jax.tree.map(lambda x: x[index], items))
             if cfg.normalize_advantages:
-                batch = batch._replace(advantage=learning.normalize_advantages(batch.advantage, moments))
+                advantage = learning.normalize_advantages(batch.advantage, moments)
+                batch = batch._replace(advantage=advantage)
             state, metrics, grad_norm = learning.sgd_step(
                 state, ppo_loss, optimizer, network, batch, cfg, spec
             )
@@ -538,6 +560,17 @@ ACCELERATOR = {
     "algo.learning_rate": 3e-3,
 }
 
+# Continuous actions (the default preset's, on any layout): the value predicts normalised
+# targets, whose gradient then needs no tight norm clip. Without them the value error of
+# Pendulum's large returns dominates the shared clip and the policy barely moves; measured on
+# both continuous tasks of the reference table (scripts/results/reference_gymnax.md) and the
+# continuous suite (suite_cpu_continuous.md).
+CONTINUOUS = {"algo.normalize_values": True, "algo.max_grad_norm": 5.0}
+
 ENTRY = AlgorithmEntry(
-    config_cls=PPOConfig, make=make_ppo, presets=PRESETS, accelerator=ACCELERATOR
+    config_cls=PPOConfig,
+    make=make_ppo,
+    presets=PRESETS,
+    accelerator=ACCELERATOR,
+    continuous=CONTINUOUS,
 )

@@ -107,8 +107,38 @@ def resolve_config(
     check_fields(cfg)  # a bad value is named here, for `anakin.make_config` as for a run
     if resume is None and config is None:
         request = {"flags": flags, "settings": settings}
-        cfg = choose_layout(algo, cfg, preset, explicit_settings(request), dev.platform())
+        explicit = explicit_settings(request)
+        cfg = choose_layout(algo, cfg, preset, explicit, dev.platform())
+        cfg = choose_action_defaults(algo, cfg, preset, explicit)
     return cfg, saved
+
+
+def continuous_settings(algo: str, preset: str | None, explicit: frozenset[str]) -> dict:
+    """The settings `algo`'s default preset takes for continuous actions, less those the
+    user set (`explicit`, dotted names); {} for another preset."""
+    if preset not in (None, "default"):
+        return {}
+    return {k: v for k, v in algorithms.get(algo).continuous.items() if k not in explicit}
+
+
+def choose_action_defaults(
+    algo: str, cfg: TrainConfig, preset: str | None, explicit: frozenset[str]
+) -> TrainConfig:
+    """`cfg` with the algorithm's `continuous` settings where its environment's actions are
+    continuous (and the user did not set them). The environment is made, not compiled, to read
+    its action space, and only for an algorithm that has such settings."""
+    from anakin import envs
+
+    settings = continuous_settings(algo, preset, explicit)
+    if not settings:
+        return cfg
+    env, env_params = envs.make(cfg.env.name, hide=cfg.env.hide, **cfg.env.kwargs)
+    if envs.spec(env, env_params, cfg.env.name).discrete:
+        return cfg
+    entry = algorithms.get(algo)
+    for dotted, value in settings.items():
+        cfg = _override(cfg, dotted, value, entry.config_cls)
+    return cfg
 
 
 def choose_layout(
@@ -204,6 +234,11 @@ def resolve(algo: str, *, force: bool = False, **request: Any) -> Launch:
     if explicit is not None and request.get("preset") in (None, "default") and layout != "auto":
         note = describe_layout(algo, layout)
         prepared = prepared._replace(notes=(note, *prepared.notes))
+        continuous = continuous_settings(algo, request.get("preset"), explicit)
+        if continuous and not prepared.spec.discrete:
+            changed = ", ".join(f"{k}={v}" for k, v in continuous.items())
+            note = f"continuous actions: {changed} (set them to choose)"
+            prepared = prepared._replace(notes=(*prepared.notes, note))
     pbt_line = setup.describe_pbt(prepared)
     if pbt_line:
         prepared = prepared._replace(notes=(*prepared.notes, pbt_line))

@@ -127,6 +127,8 @@ class AlgorithmEntry(NamedTuple):
       quite as written (e.g. a replay ratio rounded to whole SGD steps).
     accelerator: dotted settings the "accelerator" layout (`arch.layout`) puts on top of the
       default preset, e.g. {"arch.envs_per_device": 256}; empty: none measured yet.
+    continuous: dotted settings the default preset takes for an environment with continuous
+      actions (defaults may follow the action space, never a task's name); empty: none.
     """
 
     config_cls: type
@@ -136,6 +138,7 @@ class AlgorithmEntry(NamedTuple):
     samples_per_update: Callable[[Any, Layout], int] = env_steps_per_update
     notices: Callable[[Any, Layout], list[str]] = no_notices
     accelerator: Mapping[str, Any] = MappingProxyType({})
+    continuous: Mapping[str, Any] = MappingProxyType({})
 
 
 class RunnerState(struct.PyTreeNode):

@@ -205,6 +205,29 @@ def test_the_accelerator_layout_changes_the_default_preset_and_keeps_what_you_se
         launch.resolve("impala", flags=[], settings={"arch.layout": "gpu"})
 
 
+def test_continuous_actions_take_the_default_presets_continuous_settings():
+    """PPO's default preset takes its `continuous` settings on an environment with continuous
+    actions, with a start-up line; a discrete one, another preset, a value you set and a
+    resumed run's saved config are left as they are."""
+    cont = dict(algorithms.get("ppo").continuous)
+    assert cont  # what this test is about
+    pend = launch.resolve("ppo", flags=["--env", "Pendulum-v1"])
+    for dotted, value in cont.items():
+        group, name = dotted.split(".")
+        assert getattr(getattr(pend.cfg, group), name) == value
+    assert any(n.startswith("continuous actions: ") for n in pend.setup.notes)
+    cart = launch.resolve("ppo", flags=["--env", "CartPole-v1"])
+    assert not cart.cfg.algo.normalize_values and cart.cfg.algo.max_grad_norm == 0.5
+    assert not any(n.startswith("continuous actions") for n in cart.setup.notes)
+    mine = launch.resolve("ppo", flags=["--env", "Pendulum-v1", "--algo.max-grad-norm", "0.5"])
+    assert mine.cfg.algo.max_grad_norm == 0.5 and mine.cfg.algo.normalize_values
+    unset = launch.resolve("ppo", flags=["--env", "Pendulum-v1", "--algo.no-normalize-values"])
+    assert not unset.cfg.algo.normalize_values
+    preset = launch.resolve("ppo", preset="pendulum", flags=["--env", "Pendulum-v1"])
+    assert not preset.cfg.algo.normalize_values
+    assert not algorithms.get("sac").continuous  # SAC's defaults are continuous throughout
+
+
 def test_a_refusal_beyond_the_device_count_is_the_one_named():
     # SAC's 16 environments do not divide over 3 devices, but fitted they would: what stops
     # the run is CartPole's discrete actions, and that is what the user reads.

@@ -183,6 +183,18 @@ def test_observation_statistics_merge_over_devices():
     assert abs(float(jnp.mean(normalized["obs"]))) < 0.3
 
 
+def test_value_normalisation_round_trips_and_follows_the_targets():
+    stats = jax.vmap(learning.update_observation_stats, (None, 0), axis_name=dev.AXIS)(
+        learning.init_value_stats(), jnp.array([[[1.0, 3.0], [5.0, 7.0]]])
+    )  # one device: the psum is over a vmapped axis of one
+    stats = jax.tree.map(lambda x: x[0], stats)
+    np.testing.assert_allclose([stats.count, stats.mean, stats.var], [4.0, 4.0, 5.0])
+    x = jnp.array([-2.0, 4.0, 10.0])
+    np.testing.assert_allclose(learning.normalize_values(stats, x), (x - 4.0) / np.sqrt(5.0))
+    back = learning.denormalize_values(stats, learning.normalize_values(stats, x))
+    np.testing.assert_allclose(back, x, rtol=1e-6)
+
+
 def test_validate_names_the_field():
     layout = Layout(num_envs=8, num_devices=4, rollout_length=3)
     with pytest.raises(ValueError, match="num_minibatches=4 must be >= 1 and divide the 2 x 3"):
@@ -210,6 +222,7 @@ def _train_program(num_devices: int, lstm_size: int):
     cfg = dataclasses.replace(
         ppo.PRESETS["tiny"][0],
         shared_torso=bool(lstm_size),  # one LSTM: half the compile time
+        normalize_values=not lstm_size,  # each way once
         network=NetworkConfig(hidden_sizes=(16,), activation="tanh", lstm_size=lstm_size),
     )
     layout = Layout(NUM_ENVS, num_devices, ROLLOUT)
@@ -242,6 +255,11 @@ def test_one_device_equals_four_devices(lstm_size):
     )
     np.testing.assert_allclose(l4.obs_stats.mean, l1.obs_stats.mean, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(l4.obs_stats.var, l1.obs_stats.var, rtol=1e-5, atol=1e-6)
+    if not lstm_size:  # value targets' statistics: every target of every update, all devices
+        assert float(l4.value_stats.count) == CALLS * UPDATES * NUM_ENVS * ROLLOUT
+        np.testing.assert_allclose(l4.value_stats.mean, l1.value_stats.mean, rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(l4.value_stats.var, l1.value_stats.var, rtol=1e-4, atol=1e-6)
+        assert float(l4.value_stats.var) != 1.0
     for a, b in zip(h4, h1, strict=True):
         for name in ("loss", "approx_kl", "clip_fraction", "entropy", "value_loss", "grad_norm"):
             np.testing.assert_allclose(
