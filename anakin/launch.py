@@ -125,8 +125,9 @@ def choose_action_defaults(
     algo: str, cfg: TrainConfig, preset: str | None, explicit: frozenset[str]
 ) -> TrainConfig:
     """`cfg` with the algorithm's `continuous` settings where its environment's actions are
-    continuous (and the user did not set them). The environment is made, not compiled, to read
-    its action space, and only for an algorithm that has such settings."""
+    continuous (and the user did not set them), on top of the layout's: they were measured on
+    both. The environment is made, not compiled, to read its action space, and only for an
+    algorithm that has such settings."""
     from anakin import envs
 
     settings = continuous_settings(algo, preset, explicit)
