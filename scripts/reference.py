@@ -191,7 +191,8 @@ SETTINGS = ("num_seeds", "eval_episodes", "tolerance", "budget_scale")
 def merged(old: dict, new: dict) -> dict:
     """`new`'s cells over `old`'s (measured with the same SETTINGS, which main checks before
     training): the cells `new` did not run are kept, and the commands and dates of both are
-    recorded (`earlier`), so the table says which run wrote what."""
+    recorded (`earlier`), so the table says which run wrote what; a command run again
+    replaces all of its own cells, and its earlier record."""
     a, b = old["reference"], new["reference"]
     done = {(c["task"], c["algo"]) for c in new["cells"]}
     cells = [c for c in old["cells"] if (c["task"], c["algo"]) not in done] + new["cells"]
@@ -200,6 +201,7 @@ def merged(old: dict, new: dict) -> dict:
     order += [x for x in CONTINUOUS_ALGOS if x not in order]
     cells.sort(key=lambda c: (tasks.index(c["task"]), order.index(c["algo"])))
     earlier = [*a.get("earlier", []), {k: a[k] for k in ("command", "date")}]
+    earlier = [e for e in earlier if e["command"] != b["command"]]
     meta = {**b, "tasks": tasks, "published": {t: PUBLISHED[t] for t in tasks}}
     return {"reference": {**meta, "earlier": earlier}, "cells": cells}
 

@@ -235,6 +235,9 @@ def test_reference_merge_replaces_only_the_cells_run_and_names_both_commands(tmp
         "Written by `python scripts/reference.py` on 2026-12-02, then `python scripts/"
         "reference.py --tasks CartPole-v1 --algos impala --merge` on 2026-12-04"
     )
+    again = reference.merged(doc, {**new, "reference": {**new["reference"], "date": "2026-12-05"}})
+    assert [e["command"] for e in again["reference"]["earlier"]] == ["python scripts/reference.py"]
+    assert again["reference"]["date"] == "2026-12-05"  # the same command once, at its last date
     # A file measured otherwise is refused before anything trains: exit 2, one line, unchanged.
     results = tmp_path / "ref"
     results.with_suffix(".json").write_text(json.dumps(old))
