@@ -41,6 +41,7 @@ Where this differs from Acme, and why:
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import distrax
@@ -374,6 +375,11 @@ def _learning_rate(cfg: PPOConfig, layout: Layout) -> Any:
     return lambda count: lr * jnp.maximum(0.0, 1.0 - (count // sgd_per_update) / updates)
 
 
+def _denormalized(stats: learning.ObservationStats, values: Callable[[], jax.Array]):
+    """A thunk of `values()` mapped back from normalised units to returns."""
+    return lambda: learning.denormalize_values(stats, values())
+
+
 def make_ppo(cfg: PPOConfig, spec: EnvSpec, layout: Layout) -> Algorithm:
     """PPO for the environment described by `spec`, discrete or continuous, on `layout`."""
     network = make_ppo_network(cfg, spec)
@@ -438,10 +444,9 @@ def make_ppo(cfg: PPOConfig, spec: EnvSpec, layout: Layout) -> Algorithm:
         (_, values), final_values = learning.unroll_for_bootstrap(
             network, state.params, obs, final_obs, traj.first, core
         )
-        if cfg.normalize_values:  # predictions back to returns for GAE
-            stats = state.value_stats
-            values = learning.denormalize_values(stats, values)
-            final_values = lambda f=final_values: learning.denormalize_values(stats, f())  # noqa: E731
+        if cfg.normalize_values:  # the network predicts normalised values: back to returns
+            values = learning.denormalize_values(state.value_stats, values)
+            final_values = _denormalized(state.value_stats, final_values)
 
         advantage, target = gae_advantages(
             values, traj.reward, traj.terminated, traj.truncated, final_values, cfg
