@@ -238,7 +238,7 @@ def resolve(algo: str, *, force: bool = False, **request: Any) -> Launch:
         continuous = continuous_settings(algo, request.get("preset"), explicit)
         if continuous and not prepared.spec.discrete:
             changed = ", ".join(f"{k}={v}" for k, v in continuous.items())
-            note = f"continuous actions: {changed} (set them to choose)"
+            note = f"continuous actions, on top of the layout: {changed} (set them to choose)"
             prepared = prepared._replace(notes=(*prepared.notes, note))
     pbt_line = setup.describe_pbt(prepared)
     if pbt_line:
