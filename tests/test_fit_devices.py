@@ -215,7 +215,7 @@ def test_continuous_actions_take_the_default_presets_continuous_settings():
     for dotted, value in cont.items():
         group, name = dotted.split(".")
         assert getattr(getattr(pend.cfg, group), name) == value
-    assert any(n.startswith("continuous actions: ") for n in pend.setup.notes)
+    assert any(n.startswith("continuous actions, on top of the layout: ") for n in pend.setup.notes)
     cart = launch.resolve("ppo", flags=["--env", "CartPole-v1"])
     assert not cart.cfg.algo.normalize_values and cart.cfg.algo.max_grad_norm == 0.5
     assert not any(n.startswith("continuous actions") for n in cart.setup.notes)
