@@ -578,10 +578,20 @@ CONTINUOUS = {
     "algo.learning_rate": 5e-4,
 }
 
+# Image observations (the default preset's): one torso for policy and value, as in Acme's and
+# PureJaxRL's Atari agents, and two passes over each rollout instead of four. The conv torso
+# is the run's cost; separate torsos and four passes made PPO the slowest algorithm on MinAtar
+# (scripts/results/image_torso.md), and learned less per env step there too.
+IMAGES = {
+    "algo.shared_torso": True,
+    "algo.num_epochs": 2,
+}
+
 ENTRY = AlgorithmEntry(
     config_cls=PPOConfig,
     make=make_ppo,
     presets=PRESETS,
     accelerator=ACCELERATOR,
     continuous=CONTINUOUS,
+    images=IMAGES,
 )

@@ -109,36 +109,49 @@ def resolve_config(
         request = {"flags": flags, "settings": settings}
         explicit = explicit_settings(request)
         cfg = choose_layout(algo, cfg, preset, explicit, dev.platform())
-        cfg = choose_action_defaults(algo, cfg, preset, explicit)
+        cfg = choose_spec_defaults(algo, cfg, preset, explicit)
     return cfg, saved
 
 
-def continuous_settings(algo: str, preset: str | None, explicit: frozenset[str]) -> dict:
-    """The settings `algo`'s default preset takes for continuous actions, less those the
-    user set (`explicit`, dotted names); {} for another preset."""
+def spec_settings(
+    algo: str, preset: str | None, explicit: frozenset[str], spec: Any
+) -> list[tuple[str, dict]]:
+    """(what, settings) for each group of settings `algo`'s default preset takes for the
+    environment described by `spec` (an `EnvSpec`): its `images` for an observation with an
+    image, then its `continuous` for continuous actions, less those the user set (`explicit`,
+    dotted names); [] for another preset. Defaults follow the observation's shape and the
+    action space this way, never a task's name."""
     if preset not in (None, "default"):
-        return {}
-    return {k: v for k, v in algorithms.get(algo).continuous.items() if k not in explicit}
+        return []
+    entry = algorithms.get(algo)
+    groups = [
+        ("image observations", entry.images, spec.images),
+        ("continuous actions", entry.continuous, not spec.discrete),
+    ]
+    out = []
+    for what, settings, applies in groups:
+        mine = {k: v for k, v in settings.items() if k not in explicit}
+        if applies and mine:
+            out.append((what, mine))
+    return out
 
 
-def choose_action_defaults(
+def choose_spec_defaults(
     algo: str, cfg: TrainConfig, preset: str | None, explicit: frozenset[str]
 ) -> TrainConfig:
-    """`cfg` with the algorithm's `continuous` settings where its environment's actions are
-    continuous (and the user did not set them), on top of the layout's: they were measured on
-    both. The environment is made, not compiled, to read its action space, and only for an
+    """`cfg` with the settings `spec_settings` gives for its environment, on top of the
+    layout's. The environment is made, not compiled, to read its spec, and only for an
     algorithm that has such settings."""
     from anakin import envs
 
-    settings = continuous_settings(algo, preset, explicit)
-    if not settings:
+    entry = algorithms.get(algo)
+    if preset not in (None, "default") or not (entry.images or entry.continuous):
         return cfg
     env, env_params = envs.make(cfg.env.name, hide=cfg.env.hide, **cfg.env.kwargs)
-    if envs.spec(env, env_params, cfg.env.name).discrete:
-        return cfg
-    entry = algorithms.get(algo)
-    for dotted, value in settings.items():
-        cfg = _override(cfg, dotted, value, entry.config_cls)
+    spec = envs.spec(env, env_params, cfg.env.name)
+    for _, settings in spec_settings(algo, preset, explicit, spec):
+        for dotted, value in settings.items():
+            cfg = _override(cfg, dotted, value, entry.config_cls)
     return cfg
 
 
@@ -235,10 +248,9 @@ def resolve(algo: str, *, force: bool = False, **request: Any) -> Launch:
     if explicit is not None and request.get("preset") in (None, "default") and layout != "auto":
         note = describe_layout(algo, layout)
         prepared = prepared._replace(notes=(note, *prepared.notes))
-        continuous = continuous_settings(algo, request.get("preset"), explicit)
-        if continuous and not prepared.spec.discrete:
-            changed = ", ".join(f"{k}={v}" for k, v in continuous.items())
-            note = f"continuous actions, on top of the layout: {changed} (set them to choose)"
+        for what, settings in spec_settings(algo, request.get("preset"), explicit, prepared.spec):
+            changed = ", ".join(f"{k}={v}" for k, v in settings.items())
+            note = f"{what}, on top of the layout: {changed} (set them to choose)"
             prepared = prepared._replace(notes=(*prepared.notes, note))
     pbt_line = setup.describe_pbt(prepared)
     if pbt_line:

@@ -129,6 +129,8 @@ class AlgorithmEntry(NamedTuple):
       default preset, e.g. {"arch.envs_per_device": 256}; empty: none measured yet.
     continuous: dotted settings the default preset takes for an environment with continuous
       actions (defaults may follow the action space, never a task's name); empty: none.
+    images: dotted settings the default preset takes for an environment whose observation
+      has an image (`EnvSpec.images`; defaults may follow the observation's shape); empty: none.
     """
 
     config_cls: type
@@ -139,6 +141,7 @@ class AlgorithmEntry(NamedTuple):
     notices: Callable[[Any, Layout], list[str]] = no_notices
     accelerator: Mapping[str, Any] = MappingProxyType({})
     continuous: Mapping[str, Any] = MappingProxyType({})
+    images: Mapping[str, Any] = MappingProxyType({})
 
 
 class RunnerState(struct.PyTreeNode):

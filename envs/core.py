@@ -171,6 +171,12 @@ class EnvSpec(NamedTuple):
         return self.num_actions is not None
 
     @property
+    def images(self) -> bool:
+        """Some observation array is an image [H, W, C] (rank 3), which the "auto" torso
+        convolves."""
+        return any(len(leaf.shape) == 3 for leaf in jax.tree.leaves(self.obs))
+
+    @property
     def single_array(self) -> bool:
         """The observation is one array, not a tree of several."""
         return isinstance(self.obs, jax.ShapeDtypeStruct)

@@ -2,6 +2,8 @@
 
     python scripts/image_torso.py                         # PPO and IMPALA on Breakout-MinAtar
     python scripts/image_torso.py --algos ppo --env SpaceInvaders-MinAtar --rounds 3
+    python scripts/image_torso.py --algos ppo --variants "conv (defaults)" "conv, 1 pass" \
+        "conv, 4 passes" "conv, 2 torsos, 4 passes"    # PPO's settings for images
     python scripts/image_torso.py --algos impala --steps 10000000 --rounds 1 --eval-episodes 32 \
         --results scripts/results/image_torso_10m     # what each torso learns at the budget
 
@@ -49,7 +51,17 @@ VARIANTS = {
     "mlp 256x2 (reference)": ["--algo.network.torso", "mlp", "--algo.network.hidden-sizes",
                               "256", "256"],
     "mlp 64x2": ["--algo.network.torso", "mlp", "--algo.network.hidden-sizes", "64", "64"],
+    # PPO's settings for images (algorithms/ppo.py IMAGES) against the passes and torsos it had
+    "conv, 1 pass": ["--algo.num-epochs", "1"],
+    "conv, 4 passes": ["--algo.num-epochs", "4"],
+    "conv, 2 torsos, 4 passes": ["--algo.no-shared-torso", "--algo.num-epochs", "4"],
 }  # fmt: skip
+TORSOS = ("conv (defaults)", "mlp 256x2 (reference)", "mlp 64x2")  # the default --variants
+ONLY = {  # variants whose flags only one algorithm has
+    "conv, 1 pass": "ppo",
+    "conv, 4 passes": "ppo",
+    "conv, 2 torsos, 4 passes": "ppo",
+}
 
 
 def run_once(algo: str, env: str, flags: list[str], a: argparse.Namespace, out: Path) -> dict:
@@ -74,7 +86,7 @@ def run_once(algo: str, env: str, flags: list[str], a: argparse.Namespace, out: 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--algos", nargs="+", default=["ppo", "impala"])
-    p.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
+    p.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(TORSOS))
     p.add_argument("--env", default="Breakout-MinAtar")
     p.add_argument("--num-seeds", type=int, default=2)
     p.add_argument("--steps", type=int, default=300_000, help="env steps per seed per run")
@@ -90,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     if a.eval_episodes < 0:
         p.error(f"--eval-episodes={a.eval_episodes} must be >= 0")
-    rows = {(algo, v): [] for algo in a.algos for v in a.variants}
+    rows = {(algo, v): [] for algo in a.algos for v in a.variants if ONLY.get(v, algo) == algo}
     order = list(rows)
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(a.rounds):
@@ -108,6 +120,8 @@ def write(rows: dict[tuple[str, str], list[dict]], a: argparse.Namespace, argv: 
     for algo in a.algos:
         first = None
         for v in a.variants:
+            if (algo, v) not in rows:
+                continue
             ok = [x for x in rows[algo, v] if "sps" in x]
             sps = statistics.median(x["sps"] for x in ok) if ok else None
             first = first if first is not None else sps

@@ -74,6 +74,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--runs", default=str(REPO / "runs" / "reference"), help="run directories")
     p.add_argument("--reuse", action="store_true", help="read finished runs instead of rerunning")
     p.add_argument(
+        "--run-timeout",
+        type=float,
+        default=None,
+        help="seconds one cell's run may take (default: scripts/suite.py's)",
+    )
+    p.add_argument(
         "--merge",
         action="store_true",
         help="keep the results file's other cells (same seeds, episodes, tolerance and budget "
@@ -108,6 +114,7 @@ def run_suite(tasks: list[str], algos: list[str], args, tmp: Path, i: int) -> di
         *[f"--budget={t}={max(1, int(PUBLISHED[t][1] * args.budget_scale))}" for t in tasks],
         "--runs", str(runs), "--results", str(prefix), "--no-plot",
         *(["--reuse"] if args.reuse else []),
+        *(["--run-timeout", str(args.run_timeout)] if args.run_timeout else []),
     ]  # fmt: skip
     subprocess.run(argv, check=True)
     return json.loads(prefix.with_suffix(".json").read_text())

@@ -153,3 +153,18 @@ def test_spec_reads_discrete_and_continuous_actions():
     spec = envs.spec(env, params, "CartPole-v1")
     assert spec.discrete and spec.num_actions == 2 and spec.obs_dtype == np.float32
     assert dataclasses.is_dataclass(params)
+
+
+def test_spec_says_whether_an_observation_has_an_image():
+    """`EnvSpec.images`: some observation array is [H, W, C], in a tree too; a vector or a
+    flat tree is not."""
+    env, params = envs.make("Breakout-MinAtar")
+    assert envs.spec(env, params, "Breakout-MinAtar").images
+    env, params = envs.make("CartPole-v1")
+    assert not envs.spec(env, params, "CartPole-v1").images
+    leaf = jax.ShapeDtypeStruct
+    tree = {"grid": leaf((5, 5, 2), np.float32), "mask": leaf((4,), np.bool_)}
+    assert envs.EnvSpec("tree", tree, 4).images
+    flat = {"pos": leaf((2,), np.float32), "mask": leaf((4,), np.bool_)}
+    assert not envs.EnvSpec("flat", flat, 4).images
+    assert not envs.EnvSpec("plane", leaf((5, 5), np.float32), 4).images

@@ -228,6 +228,26 @@ def test_continuous_actions_take_the_default_presets_continuous_settings():
     assert not algorithms.get("sac").continuous  # SAC's defaults are continuous throughout
 
 
+def test_image_observations_take_the_default_presets_image_settings():
+    """PPO's default preset takes its `images` settings where the observation has an image,
+    with a start-up line; a flat observation, another preset and a value you set do not."""
+    imgs = dict(algorithms.get("ppo").images)
+    assert imgs  # what this test is about
+    brk = launch.resolve("ppo", flags=["--env", "Breakout-MinAtar"])
+    for dotted, value in imgs.items():
+        group, name = dotted.split(".")
+        assert getattr(getattr(brk.cfg, group), name) == value
+    assert any(n.startswith("image observations, on top of the layout: ") for n in brk.setup.notes)
+    cart = launch.resolve("ppo", flags=["--env", "CartPole-v1"])
+    assert not cart.cfg.algo.shared_torso and cart.cfg.algo.num_epochs == 4
+    assert not any(n.startswith("image observations") for n in cart.setup.notes)
+    mine = launch.resolve("ppo", flags=["--env", "Breakout-MinAtar", "--algo.num-epochs", "4"])
+    assert mine.cfg.algo.num_epochs == 4 and mine.cfg.algo.shared_torso
+    tiny = launch.resolve("ppo", preset="tiny", flags=["--env", "Breakout-MinAtar"])
+    assert not tiny.cfg.algo.shared_torso
+    assert not algorithms.get("impala").images  # one torso and one pass already
+
+
 def test_a_refusal_beyond_the_device_count_is_the_one_named():
     # SAC's 16 environments do not divide over 3 devices, but fitted they would: what stops
     # the run is CartPole's discrete actions, and that is what the user reads.
