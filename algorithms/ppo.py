@@ -578,10 +578,12 @@ CONTINUOUS = {
     "algo.learning_rate": 5e-4,
 }
 
-# Image observations (the default preset's): one torso for policy and value, as in Acme's and
-# PureJaxRL's Atari agents, and two passes over each rollout instead of four. The conv torso
-# is the run's cost; separate torsos and four passes made PPO the slowest algorithm on MinAtar
-# (scripts/results/image_torso.md), and learned less per env step there too.
+# Image observations (the default preset's): one torso for policy and value, as in common Atari
+# PPO agents (CleanRL's, for one), and two passes over each rollout instead of four. The conv torso
+# is the run's cost: these run over twice the env steps per second of separate torsos with four
+# passes (scripts/results/image_torso_ppo.md), and of one, two and four passes two learned most
+# in 2M env steps on Breakout-MinAtar. They still fall short of both MinAtar rows of the
+# reference table at 10M (scripts/results/reference_gymnax.md; docs/suite.md says why).
 IMAGES = {
     "algo.shared_torso": True,
     "algo.num_epochs": 2,
