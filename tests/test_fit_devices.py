@@ -205,17 +205,21 @@ def test_the_accelerator_layout_changes_the_default_preset_and_keeps_what_you_se
         launch.resolve("impala", flags=[], settings={"arch.layout": "gpu"})
 
 
+def assert_takes(settings, env: str, what: str) -> None:
+    """PPO's default command on `env` takes every one of `settings` and says so at start-up."""
+    assert settings  # what the calling test is about
+    run = launch.resolve("ppo", flags=["--env", env])
+    for dotted, value in settings.items():
+        group, name = dotted.split(".")
+        assert getattr(getattr(run.cfg, group), name) == value
+    assert any(n.startswith(f"{what}, on top of the layout: ") for n in run.setup.notes)
+
+
 def test_continuous_actions_take_the_default_presets_continuous_settings():
     """PPO's default preset takes its `continuous` settings on an environment with continuous
     actions, with a start-up line; a discrete one, another preset, a value you set and a
     resumed run's saved config are left as they are."""
-    cont = dict(algorithms.get("ppo").continuous)
-    assert cont  # what this test is about
-    pend = launch.resolve("ppo", flags=["--env", "Pendulum-v1"])
-    for dotted, value in cont.items():
-        group, name = dotted.split(".")
-        assert getattr(getattr(pend.cfg, group), name) == value
-    assert any(n.startswith("continuous actions, on top of the layout: ") for n in pend.setup.notes)
+    assert_takes(algorithms.get("ppo").continuous, "Pendulum-v1", "continuous actions")
     cart = launch.resolve("ppo", flags=["--env", "CartPole-v1"])
     assert not cart.cfg.algo.normalize_values and cart.cfg.algo.max_grad_norm == 0.5
     assert not any(n.startswith("continuous actions") for n in cart.setup.notes)
@@ -231,13 +235,7 @@ def test_continuous_actions_take_the_default_presets_continuous_settings():
 def test_image_observations_take_the_default_presets_image_settings():
     """PPO's default preset takes its `images` settings where the observation has an image,
     with a start-up line; a flat observation, another preset and a value you set do not."""
-    imgs = dict(algorithms.get("ppo").images)
-    assert imgs  # what this test is about
-    brk = launch.resolve("ppo", flags=["--env", "Breakout-MinAtar"])
-    for dotted, value in imgs.items():
-        group, name = dotted.split(".")
-        assert getattr(getattr(brk.cfg, group), name) == value
-    assert any(n.startswith("image observations, on top of the layout: ") for n in brk.setup.notes)
+    assert_takes(algorithms.get("ppo").images, "Breakout-MinAtar", "image observations")
     cart = launch.resolve("ppo", flags=["--env", "CartPole-v1"])
     assert not cart.cfg.algo.shared_torso and cart.cfg.algo.num_epochs == 4
     assert not any(n.startswith("image observations") for n in cart.setup.notes)
