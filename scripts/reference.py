@@ -87,6 +87,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "changed",
     )
     args = p.parse_args(argv)
+    if args.run_timeout is not None and not args.run_timeout > 0:
+        p.error(f"--run-timeout={args.run_timeout} must be a number of seconds > 0")
     if args.tasks is None:
         args.tasks = [t for t in PUBLISHED if args.minatar or not t.endswith("-MinAtar")]
     return args
@@ -114,7 +116,7 @@ def run_suite(tasks: list[str], algos: list[str], args, tmp: Path, i: int) -> di
         *[f"--budget={t}={max(1, int(PUBLISHED[t][1] * args.budget_scale))}" for t in tasks],
         "--runs", str(runs), "--results", str(prefix), "--no-plot",
         *(["--reuse"] if args.reuse else []),
-        *(["--run-timeout", str(args.run_timeout)] if args.run_timeout else []),
+        *(["--run-timeout", str(args.run_timeout)] if args.run_timeout is not None else []),
     ]  # fmt: skip
     subprocess.run(argv, check=True)
     return json.loads(prefix.with_suffix(".json").read_text())

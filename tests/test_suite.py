@@ -576,3 +576,23 @@ def test_time_budget_mode_with_the_ppo_baseline(tmp_path):
 def test_the_recorded_command_names_no_folder_of_this_machine():
     argv = ["--runs", "/tmp/x/runs", "--purejaxrl=/home/me/purejaxrl", "--time-budget", "9"]
     assert suite.shown_argv(argv) == ["--purejaxrl", "PUREJAXRL/purejaxrl", "--time-budget", "9"]
+
+
+def test_reference_refuses_a_run_timeout_that_is_no_time_and_passes_a_good_one_on(
+    tmp_path, monkeypatch
+):
+    results = tmp_path / "ref"
+    cmd = [sys.executable, str(ROOT / "scripts" / "reference.py"), "--run-timeout", "0",
+           "--results", str(results)]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1] == (
+        "reference.py: error: --run-timeout=0.0 must be a number of seconds > 0"
+    )
+    assert not list(tmp_path.iterdir())  # nothing written
+    seen = []
+    monkeypatch.setattr(reference.subprocess, "run", lambda argv, check: seen.append(argv))
+    args = reference.parse_args(["--tasks", "CartPole-v1", "--run-timeout", "90"])
+    with pytest.raises(FileNotFoundError):  # the suite did not run: no results to read
+        reference.run_suite(["CartPole-v1"], ["ppo"], args, tmp_path, 0)
+    assert seen[0][seen[0].index("--run-timeout") + 1] == "90.0"
