@@ -39,6 +39,9 @@ from anakin.rundir import (
     recorded_config,
 )
 
+if typing.TYPE_CHECKING:  # for the annotation; envs is imported where an environment is made
+    from anakin.envs.core import EnvSpec
+
 
 class Launch(NamedTuple):
     """A run ready to train: its config, what that config built, and where it resumes from."""
@@ -114,10 +117,10 @@ def resolve_config(
 
 
 def spec_settings(
-    algo: str, preset: str | None, explicit: frozenset[str], spec: Any
+    algo: str, preset: str | None, explicit: frozenset[str], spec: EnvSpec
 ) -> list[tuple[str, dict]]:
     """(what, settings) for each group of settings `algo`'s default preset takes for the
-    environment described by `spec` (an `EnvSpec`): its `images` for an observation with an
+    environment described by `spec`: its `images` for an observation with an
     image, then its `continuous` for continuous actions, less those the user set (`explicit`,
     dotted names); [] for another preset. Defaults follow the observation's shape and the
     action space this way, never a task's name."""
