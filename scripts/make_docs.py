@@ -144,14 +144,24 @@ def table(header: list[str], align: str, rows: list[list[str]]) -> list[str]:
 # One section per kind of file
 
 
+def suite_commands(suite: dict[str, Any]) -> list[str]:
+    """The command that wrote a suite file; for a merged one (suite.py --merge), every command
+    in turn with its date, each run replacing the runs it ran."""
+    said = [
+        f"`{shlex.join(['python', 'scripts/suite.py', *shown_argv(argv)])}`"
+        for argv, _ in suite_report.commands(suite)
+    ]
+    if len(said) == 1:
+        return said
+    dates = [date[:10] for _, date in suite_report.commands(suite)]
+    steps = [f"{c} ({d})" for c, d in zip(said, dates, strict=True)]
+    return [", then ".join(steps) + " (each replacing the runs it ran)"]
+
+
 def suite_section(name: str, doc: dict[str, Any]) -> list[str]:
     suite = doc["suite"]
-    command = shlex.join(["python", "scripts/suite.py", *shown_argv(suite["argv"])])
-    lines = [
-        f"### {name}",
-        "",
-        f"`{command}`",
-        "",
+    lines = [f"### {name}", "", *suite_commands(suite), ""]
+    lines += [
         f"Size `{suite['size']}`, {suite['date'][:10]}, {suite['machine']['summary']}; seeds per "
         f"task: {suite_report.seeds_text(suite['seeds'])}; {suite_statistics(doc)}.",
         "",
@@ -546,7 +556,6 @@ def readme_block(results: Path = RESULTS) -> list[str]:
             continue
         suite, summary = doc["suite"], doc["summary"]
         times, columns = summary["time_to_threshold"], suite["columns"]
-        command = shlex.join(["python", "scripts/suite.py", *shown_argv(suite["argv"])])
         flags = suite.get("train_args") or {}
         labels = [f"{c} (`{shlex.join(flags[c])}`)" if flags.get(c) else c for c in columns]
         lines += [
@@ -557,7 +566,7 @@ def readme_block(results: Path = RESULTS) -> list[str]:
             "the env steps by then, and the seeds that got there "
             f"([{path.stem}](docs/results.md#{path.stem}) has the scores per task):",
             "",
-            f"`{command}`",
+            *suite_commands(suite),
             "",
             "| task | " + " | ".join(labels) + " |",
             "|---|" + "---:|" * len(columns),

@@ -79,6 +79,12 @@ date, the machine), PREFIX.md (README-ready tables, also printed) and PREFIX.png
 normalised scores with 95% intervals per algorithm, and the aggregates). Run directories go to
 --runs (default runs/suite-SIZE); a rerun replaces them unless --reuse, which reads runs that
 already finished with the same task, budget and seeds instead of training them again.
+--merge adds to the results file instead of replacing it: its runs of the columns and tasks this
+command does not run are kept, the rest replaced, and the aggregates recomputed over all of
+them; the file's earlier commands and dates are kept with it (`earlier`), so the report says
+which command measured what. The file must hold the same sizes, seeds and evaluation settings
+(checked before anything trains). Columns measured at other times see other drift: compare
+their wall times with that in mind.
 
 The parts: scripts/suite_tasks.py (tasks, budgets, best returns with their sources),
 suite_rollout.py (the random policy and greedy evaluation), suite_run.py (anakin's runs),
@@ -91,6 +97,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import importlib.metadata
+import json
 import math
 import os
 import shlex
@@ -215,6 +222,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--results", default=None, help="output prefix (default scripts/results/suite_SIZE)"
     )
     p.add_argument("--reuse", action="store_true", help="read finished runs instead of rerunning")
+    p.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the results file's runs that this command does not run (same sizes, seeds "
+        "and evaluation, checked before anything trains); its runs replace theirs",
+    )
     p.add_argument("--no-plot", action="store_true")
     p.add_argument("--dry-run", action="store_true", help="print the plan and commands only")
     args = p.parse_args(argv)
@@ -358,6 +371,11 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     args = parse_args(argv)
     columns = [*args.algos, *([BASELINE] if args.baseline == "purejaxrl" else [])]
+    head = header(args, argv, columns)
+    base = merge_base(args, head) if args.merge else None
+    if isinstance(base, str):  # before anything trains
+        print(f"suite.py: error: {base}", file=sys.stderr)
+        return 2
     plan = [(t, budget_for(t, args), seeds_for(t, args)) for t in args.task_list]
     print(
         f"suite ({args.size}): {report.plural(len(plan), 'task')} x {', '.join(columns)}, "
@@ -374,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     t_start = time.perf_counter()
-    doc: dict[str, Any] = {"suite": header(args, argv, columns), "tasks": {}, "runs": []}
+    doc: dict[str, Any] = {"suite": head, "tasks": {}, "runs": []}
     total, done = len(plan) * len(columns), 0
     for k, (task, budget, seeds) in enumerate(plan):
         info = doc["tasks"][task.spec] = scale(task, budget, seeds, args)
@@ -391,20 +409,50 @@ def main(argv: list[str] | None = None) -> int:
             doc["runs"].append(result)
             suite_run.note_run_devices(doc["suite"]["machine"], result, Path(args.runs))
             print(f"  [{done}/{total}] {col} {task.spec}: {report.progress(result)}", flush=True)
-            # partial results, so an interrupted suite keeps what it finished
-            report.write_outputs(report.jsonable(doc), Path(args.results), draw=False)
+            # partial results, so an interrupted suite keeps what it finished (and, merging,
+            # what the file held)
+            partial = report.merged(base, doc) if base else doc
+            report.write_outputs(report.jsonable(partial), Path(args.results), draw=False)
 
+    doc["suite"]["wall_time_s"] = time.perf_counter() - t_start
+    if base:
+        doc = report.merged(base, doc)
+    columns = doc["suite"]["columns"]
     doc["summary"] = report.summarise(doc["runs"], doc["tasks"], columns, args.bootstrap_reps)
     doc["summary"]["time_to_threshold"] = report.times_to_threshold(
         doc["runs"], doc["tasks"], args.threshold
     )
-    doc["suite"]["wall_time_s"] = time.perf_counter() - t_start
     doc = report.jsonable(doc)
     written = report.write_outputs(doc, Path(args.results), draw=not args.no_plot)
     print()
     print(report.markdown(doc))
     print("wrote " + ", ".join(written))
     return 0
+
+
+# What a merged file's runs must share: the header fields that change a score or its budget.
+MERGE_SAME = (
+    "size", "seeds", "budgets", "budget_scale", "time_budget", "threshold", "preset",
+    "eval_episodes", "eval_max_steps", "random_episodes", "bootstrap_reps",
+)  # fmt: skip
+
+
+def merge_base(args: argparse.Namespace, new: dict[str, Any]) -> dict[str, Any] | str | None:
+    """--merge: the results file this command adds to (None when there is none yet), or a
+    one-line reason it cannot: another kind of file, or settings that differ from its own."""
+    path = Path(f"{args.results}.json")
+    if not path.exists():
+        return None
+    try:
+        old = json.loads(path.read_text())
+        suite = old["suite"]
+    except (ValueError, KeyError, TypeError):
+        return f"--merge: {path} is not a suite results file"
+    differ = [k for k in MERGE_SAME if suite.get(k) != report.jsonable(new.get(k))]
+    if differ:
+        said = "; ".join(f"{k} {suite.get(k)!r} there, {new.get(k)!r} here" for k in differ)
+        return f"--merge: {path} was measured with other settings ({said}); use another --results"
+    return old
 
 
 def shown_argv(argv: list[str]) -> list[str]:

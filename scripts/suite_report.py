@@ -178,6 +178,33 @@ def progress(r: dict[str, Any]) -> str:
     return text
 
 
+def merged(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """`new`'s runs over `old`'s (a results file measured with the same settings, which
+    suite.py checks before training): old runs of a (column, task) that `new` did not run are
+    kept with their task records; columns, flags and score sources are the union (new's win);
+    the commands and dates of both are recorded (`earlier`, oldest first; a command run again
+    replaces its own earlier record). The summary is left to the caller to recompute."""
+    a, b = old["suite"], new["suite"]
+    done = {(r["algo"], r["task"]) for r in new["runs"]}
+    runs = [r for r in old["runs"] if (r["algo"], r["task"]) not in done] + new["runs"]
+    tasks = {**old["tasks"], **new["tasks"]}
+    columns = list(dict.fromkeys([*a["columns"], *b["columns"]]))
+    order = list(tasks)
+    runs.sort(key=lambda r: (order.index(r["task"]), columns.index(r["algo"])))
+    earlier = [*a.get("earlier", []), {k: a[k] for k in ("command", "argv", "date")}]
+    earlier = [e for e in earlier if e["command"] != b["command"]]
+    union = {}
+    for key in ("train_args", "column_budget_scales", "final_return_source"):
+        union[key] = {**(a.get(key) or {}), **(b.get(key) or {})}
+    suite = {**a, **b, **union, "columns": columns, "earlier": earlier}
+    return {"suite": suite, "tasks": tasks, "runs": runs}
+
+
+def commands(suite: dict[str, Any]) -> list[tuple[list[str], str]]:
+    """(argv, date) of every command that wrote a results file, oldest first."""
+    return [(e["argv"], e["date"]) for e in [*suite.get("earlier", []), suite]]
+
+
 def markdown(doc: dict[str, Any]) -> str:
     """PREFIX.md: the run's header line, then every table and note of `tables(doc)`."""
     suite = doc["suite"]
@@ -185,6 +212,9 @@ def markdown(doc: dict[str, Any]) -> str:
         f"Task suite, size `{suite['size']}`, {suite['date'][:10]}, {suite['machine']['summary']}; "
         f"seeds per task: {seeds_text(suite['seeds'])}; command: `{suite['command']}`"
     )
+    if suite.get("earlier"):
+        said = ", then ".join(f"`{e['command']}` ({e['date'][:10]})" for e in suite["earlier"])
+        header += f", merged into the runs of {said} (each run replacing the ones it ran)"
     return "\n".join([header, "", *tables(doc)]) + "\n"
 
 

@@ -356,11 +356,40 @@ def test_tiny_suite_run_writes_json_tables_and_plot(tmp_path):
     summary_file = tmp_path / "runs" / "impala-Catch-bsuite" / "summary.json"
     before = summary_file.stat().st_mtime_ns
     run_script([*cmd, "--reuse", "--no-plot"])
-    again = json.loads(prefix.with_suffix(".json").read_text())["runs"][0]
+    again_doc = json.loads(prefix.with_suffix(".json").read_text())
+    again, again_command = again_doc["runs"][0], again_doc["suite"]["command"]
     assert again["reused"] is True and summary_file.stat().st_mtime_ns == before
     assert [s["final_return"] for s in again["seeds"]] == [
         s["final_return"] for s in impala["seeds"]
     ]
+
+    # --merge: one column run again (read back here) replaces only its own runs; the file's
+    # other columns, its first command and the aggregates over all of them stay.
+    only = [
+        "--algos",
+        "impala@low-entropy",
+        "--train-args",
+        "impala@low-entropy=--algo.entropy-cost 0.002",
+    ]
+    rest = cmd[cmd.index("--column-budget-scale") :]
+    merge_cmd = [*cmd[:2], "--tasks", "Catch-bsuite", *only, "--preset", "tiny", *rest]
+    run_script([*merge_cmd, "--reuse", "--no-plot", "--merge"])
+    merged = json.loads(prefix.with_suffix(".json").read_text())
+    assert merged["suite"]["columns"] == ["impala", "r2d2", "impala@low-entropy"]
+    assert [r["algo"] for r in merged["runs"]] == ["impala", "r2d2", "impala@low-entropy"]
+    assert [e["command"] for e in merged["suite"]["earlier"]] == [again_command]
+    assert "--merge" in merged["suite"]["command"]
+    assert set(merged["summary"]["per_task"]) == {"impala", "r2d2", "impala@low-entropy"}
+    assert "merged into the runs of" in prefix.with_suffix(".md").read_text()
+    assert make_docs.suite_commands(merged["suite"])[0].count("python scripts/suite.py") == 2
+    # ... and refuses a file measured with other settings, before anything trains.
+    kept = prefix.with_suffix(".json").read_bytes()
+    other = [*merge_cmd, "--merge"]
+    other[other.index("--num-seeds") + 1] = "3"
+    done = subprocess.run(other, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().count("\n") == 0 and "other settings (seeds" in done.stderr
+    assert prefix.with_suffix(".json").read_bytes() == kept
 
     # A run trained with another algorithm or arch config than the command's today (a default
     # changed since) is stale: --reuse trains it again.
