@@ -448,7 +448,11 @@ def merge_base(args: argparse.Namespace, new: dict[str, Any]) -> dict[str, Any] 
         suite = old["suite"]
     except (ValueError, KeyError, TypeError):
         return f"--merge: {path} is not a suite results file"
-    differ = [k for k in MERGE_SAME if suite.get(k) != report.jsonable(new.get(k))]
+    # A file older than a setting recorded none: it ran as that setting's default does.
+    unrecorded = {"time_budget": None, "threshold": 0.9}
+    differ = [
+        k for k in MERGE_SAME if suite.get(k, unrecorded.get(k)) != report.jsonable(new.get(k))
+    ]
     if differ:
         said = "; ".join(f"{k} {suite.get(k)!r} there, {new.get(k)!r} here" for k in differ)
         return f"--merge: {path} was measured with other settings ({said}); use another --results"

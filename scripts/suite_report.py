@@ -95,15 +95,20 @@ def times_to_threshold(results: list[dict], tasks: dict[str, dict], fraction: fl
                 ),
                 None,
             )
+            # (runs of files older than the training clock record no "train_time": steps only)
+            times = curve.get("train_time")
             per_seed.append(
                 {"train_time": None, "env_steps": None}
-                if hit is None or "train_time" not in curve
-                else {"train_time": curve["train_time"][hit], "env_steps": curve["env_steps"][hit]}
+                if hit is None
+                else {
+                    "train_time": None if times is None else times[hit],
+                    "env_steps": curve["env_steps"][hit],
+                }
             )
 
         out.setdefault(r["algo"], {})[r["task"]] = {
             "threshold": threshold,
-            "reached": sum(p["train_time"] is not None for p in per_seed),
+            "reached": sum(p["env_steps"] is not None for p in per_seed),
             "seeds": len(per_seed),
             "median_train_time": _median_or_none([p["train_time"] for p in per_seed]),
             "median_env_steps": _median_or_none([p["env_steps"] for p in per_seed]),
@@ -268,7 +273,7 @@ def threshold_table(doc: dict[str, Any]) -> list[str]:
                 continue
             threshold = t["threshold"]
             median_t, median_s = t["median_train_time"], t["median_env_steps"]
-            if median_t is None:
+            if median_s is None or (timed and median_t is None):
                 reach = "not reached"
             elif timed:
                 reach = f"{median_t:.1f} s, {median_s:,.0f} steps"
@@ -278,7 +283,8 @@ def threshold_table(doc: dict[str, Any]) -> list[str]:
                     if c != columns[0] and first.get("median_env_steps")
                     else ""
                 )
-                reach = f"{median_s:,.0f} steps{ratio}, {median_t:.1f} s"
+                clock = f", {median_t:.1f} s" if median_t is not None else ", time not recorded"
+                reach = f"{median_s:,.0f} steps{ratio}{clock}"
             cost = ", ".join(
                 f"{label} {v:.0f} s"
                 for label, v in (("compile", t["compile_time"]), ("trained", t["train_time"]))

@@ -539,6 +539,18 @@ def test_time_to_threshold_on_hand_made_curves():
         [{**run, "seeds": [seed(r) for r in two_miss]}], tasks, 0.9
     )
     assert got["a"]["T"]["median_train_time"] is None and got["a"]["T"]["reached"] == 2
+    # A file older than the training clock (kept by suite.py --merge): env steps, no times.
+    untimed = [seed(r) for r in seeds]
+    for s in untimed:
+        del s["curve"]["train_time"]
+    got = suite_report.times_to_threshold([{**run, "seeds": untimed}], tasks, 0.9)["a"]["T"]
+    assert got["reached"] == 3 and got["median_env_steps"] == 300
+    assert got["median_train_time"] is None
+    doc = {"suite": {"columns": ["a"], "threshold": 0.9}, "tasks": tasks}
+    doc["summary"] = {"time_to_threshold": {"a": {"T": got}}}
+    assert "| T (9) | 300 steps, time not recorded (3/4)" in "\n".join(
+        suite_report.threshold_table(doc)
+    )
 
 
 def test_time_to_threshold_reads_every_call_where_the_plotted_curve_is_thinned(tmp_path):
@@ -625,3 +637,19 @@ def test_reference_refuses_a_run_timeout_that_is_no_time_and_passes_a_good_one_o
     with pytest.raises(FileNotFoundError):  # the suite did not run: no results to read
         reference.run_suite(["CartPole-v1"], ["ppo"], args, tmp_path, 0)
     assert seen[0][seen[0].index("--run-timeout") + 1] == "90.0"
+
+
+def test_merge_takes_a_file_older_than_a_setting_as_that_settings_default(tmp_path):
+    """A suite file written before `threshold` was recorded ran as its default does: --merge
+    adds to it; a recorded value that differs is refused, naming both values."""
+    prefix = tmp_path / "old"
+    argv = ["--tasks", "Catch-bsuite", "--algos", "dqn", "--results", str(prefix), "--merge"]
+    args = suite.parse_args(argv)
+    head = suite.header(args, argv, ["dqn"])
+    old = {"suite": {k: v for k, v in head.items() if k != "threshold"}, "tasks": {}, "runs": []}
+    prefix.with_suffix(".json").write_text(json.dumps(old))
+    assert suite.merge_base(args, head) == old
+    old["suite"]["threshold"] = 0.5
+    prefix.with_suffix(".json").write_text(json.dumps(old))
+    said = suite.merge_base(args, head)
+    assert isinstance(said, str) and "threshold 0.5 there, 0.9 here" in said
