@@ -448,6 +448,9 @@ def merge_base(args: argparse.Namespace, new: dict[str, Any]) -> dict[str, Any] 
         suite = old["suite"]
     except (ValueError, KeyError, TypeError):
         return f"--merge: {path} is not a suite results file"
+    for info in old.get("tasks", {}).values():  # the file writes "no best return" (NaN) as null
+        if info.get("best", {}).get("value", 0.0) is None:
+            info["best"]["value"] = math.nan
     # A file older than a setting recorded none: it ran as that setting's default does.
     unrecorded = {"time_budget": None, "threshold": 0.9}
     differ = [
