@@ -83,7 +83,7 @@ CANDIDATES = {
     ),
     "ppo": ("ppo", []),
     "dqn": ("dqn", []),
-    # Sooner to 475 than the published 150k budget? (the defaults: 172k)
+    # Sooner to 475 than the published 150k budget? (the defaults: the "dqn" row)
     "dqn lr": ("dqn", ["--sweep", "algo.learning_rate=2e-3,3e-3"]),
     "r2d2": ("r2d2", []),
     # The Q-learners' n-step returns before 5 steps became the default (docs/suite.md).
