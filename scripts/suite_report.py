@@ -186,13 +186,17 @@ def progress(r: dict[str, Any]) -> str:
 def merged(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     """`new`'s runs over `old`'s (a results file measured with the same settings, which
     suite.py checks before training): old runs of a (column, task) that `new` did not run are
-    kept with their task records; columns, flags and score sources are the union (new's win);
-    the commands and dates of both are recorded (`earlier`, oldest first; a command run again
-    replaces its own earlier record). The summary is left to the caller to recompute."""
+    kept with their task records, and every run is scored again against the merged records
+    (a task measured again gets new random returns); columns, flags and score sources are the
+    union (new's win); the commands and dates of both are recorded (`earlier`, oldest first; a
+    command run again replaces its own earlier record). The summary is left to the caller."""
     a, b = old["suite"], new["suite"]
     done = {(r["algo"], r["task"]) for r in new["runs"]}
     runs = [r for r in old["runs"] if (r["algo"], r["task"]) not in done] + new["runs"]
     tasks = {**old["tasks"], **new["tasks"]}
+    for r in runs:
+        if r["status"] == "ok":
+            score_runs(r, tasks)
     columns = list(dict.fromkeys([*a["columns"], *b["columns"]]))
     order = list(tasks)
     runs.sort(key=lambda r: (order.index(r["task"]), columns.index(r["algo"])))

@@ -658,3 +658,37 @@ def test_merge_takes_a_file_older_than_a_setting_as_that_settings_default(tmp_pa
     prefix.with_suffix(".json").write_text(json.dumps(old))
     said = suite.merge_base(args, head)
     assert isinstance(said, str) and "threshold 0.5 there, 0.9 here" in said
+
+
+def test_merged_keeps_the_runs_not_rerun_and_scores_them_against_the_new_task_records():
+    """suite_report.merged on hand-made files: the rerun (column, task) replaces its run, the
+    others stay in task and column order, and a kept run is scored against the task's new
+    random return; the first file's command becomes `earlier`."""
+
+    def run(algo, task, ret):
+        return {"algo": algo, "task": task, "status": "ok", "seeds": [{"final_return": ret}]}
+
+    def suite(command, columns):
+        return {
+            "command": command,
+            "argv": command.split(),
+            "date": "2026-12-04",
+            "columns": columns,
+        }
+
+    def task(random):
+        return {"random": {"mean": random}, "best": {"value": 1.0}}
+
+    old = {
+        "suite": suite("a", ["x", "y"]),
+        "tasks": {"T": task(0.0), "U": task(0.0)},
+        "runs": [run("x", "T", 0.5), run("y", "T", 0.5), run("x", "U", 0.5)],
+    }
+    new = {"suite": suite("b", ["y"]), "tasks": {"T": task(-1.0)}, "runs": [run("y", "T", 1.0)]}
+    got = suite_report.merged(old, new)
+    assert [(r["algo"], r["task"]) for r in got["runs"]] == [("x", "T"), ("y", "T"), ("x", "U")]
+    assert got["runs"][1]["seeds"][0]["final_return"] == 1.0
+    assert got["runs"][0]["seeds"][0]["score"] == pytest.approx(0.75)  # (0.5 + 1) / (1 + 1)
+    assert got["runs"][2]["seeds"][0]["score"] == pytest.approx(0.5)
+    assert got["suite"]["columns"] == ["x", "y"] and got["suite"]["command"] == "b"
+    assert [e["command"] for e in got["suite"]["earlier"]] == ["a"]
