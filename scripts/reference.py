@@ -7,7 +7,10 @@
 
 The published column is gymnax's reference PPO agent per environment, the "Ckpt (Return)"
 column of gymnax's README (RobertTLange/gymnax), trained for the budget of its config in
-RobertTLange/gymnax-blines (`agents/<env>/ppo.yaml`, `num_train_steps`). Each row trains
+RobertTLange/gymnax-blines (`agents/<env>/ppo.yaml`, `num_train_steps`) and evaluated there by
+sampling actions from its policy (`utils/ppo.py`: `batch_evaluate` acts with `pi.sample`), where
+these cells act greedily: a stricter test where greedy acting loses return, a looser one where
+the sampled policy's noise costs it. Each row trains
 every algorithm's defaults through the task suite (scripts/suite.py: one `anakin train ALGO
 --env TASK --num-seeds N --arch.total-env-steps BUDGET` per cell, all seeds in one program)
 at that budget, and reads each seed's final greedy evaluation (--eval-episodes episodes per
@@ -170,7 +173,8 @@ def table(doc: dict) -> list[str]:
         f"(within {meta['tolerance']:.0%} of the random-to-published range), and the cell's "
         "wall time (process start to end, compiling included). Published: gymnax's reference "
         "PPO (README, RobertTLange/gymnax) at the budget of its config (gymnax-blines, "
-        "`agents/<env>/ppo.yaml`).",
+        "`agents/<env>/ppo.yaml`); that agent was evaluated by sampling its policy "
+        "(gymnax-blines `utils/ppo.py`, `batch_evaluate`), these cells greedily.",
         "",
         "| task (budget) | published | " + " | ".join(algos) + " |",
         "|---|---:|" + "---:|" * len(algos),
