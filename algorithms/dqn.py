@@ -391,4 +391,5 @@ ENTRY = AlgorithmEntry(
     make=make_dqn,
     presets=PRESETS,
     notices=DQNConfig.notices,
+    samples_actions=False,
 )

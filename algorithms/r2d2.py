@@ -492,4 +492,5 @@ ENTRY = AlgorithmEntry(
     make=make_r2d2,
     presets=PRESETS,
     notices=R2D2Config.notices,
+    samples_actions=False,
 )

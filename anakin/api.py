@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import jax
 import numpy as np
@@ -196,6 +196,7 @@ def evaluate(
     max_steps: int | None = None,
     seed: int = 0,
     epsilon: float = 0.0,
+    policy: Literal["evaluation", "training"] | None = None,
 ) -> dict[str, Any]:
     """Evaluate a saved checkpoint with the evaluation policy (greedy, or the algorithm's
     evaluation epsilon) on this machine's devices, whatever devices trained it; every run of a
@@ -210,17 +211,20 @@ def evaluate(
       seed: the evaluation's seed.
       epsilon: probability of a uniformly random (legal) action instead of the evaluation
         policy's at each step (e.g. to compare evaluation epsilons on one trained run).
+      policy: "evaluation" (greedy, or the evaluation epsilon) or "training" (sampled actions,
+        or the training epsilon: see eval.policy); default: the run's eval.policy.
     """
     _xla.prepare_host()
-    from anakin import policy
+    from anakin import policy as policy_lib
 
-    return policy.evaluate_checkpoint(
+    return policy_lib.evaluate_checkpoint(
         Path(run_dir),
         step=step,
         episodes=episodes,
         max_steps=max_steps,
         seed=seed,
         epsilon=epsilon,
+        policy=policy,
     )
 
 
@@ -236,6 +240,7 @@ def collect(
     seed: int = 0,
     run: int | None = None,
     overwrite: bool = False,
+    policy: Literal["evaluation", "training"] = "evaluation",
 ) -> dict[str, Any]:
     """Record a saved policy's episodes (its evaluation policy, plus random actions with
     probability epsilon) into a demonstration dataset file for behaviour cloning
@@ -251,11 +256,13 @@ def collect(
       seed: the recording's seed.
       run: which run of a seeds/sweep checkpoint (default 0; with PBT, the best member).
       overwrite: replace an existing file at out.
+      policy: "evaluation" (greedy, or the evaluation epsilon) or "training" (sampled actions,
+        or the training epsilon: see eval.policy).
     """
     _xla.prepare_host()
-    from anakin import policy
+    from anakin import policy as policy_lib
 
-    return policy.collect(
+    return policy_lib.collect(
         Path(run_dir),
         Path(out),
         episodes,
@@ -265,6 +272,7 @@ def collect(
         seed=seed,
         run=run,
         overwrite=overwrite,
+        policy=policy,
     )
 
 

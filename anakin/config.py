@@ -101,11 +101,17 @@ class EvalConfig:
       every_env_steps: evaluate each time training passes a multiple of this many env steps;
         0 means only at the end.
       max_steps: an evaluation stops after this many steps even if episodes have not ended.
+      policy: "evaluation", the algorithm's evaluation policy (greedy, or its evaluation
+        epsilon); or "training", the policy it trains with, its actions sampled (PPO, IMPALA,
+        SAC, BC), as gymnax-blines evaluated the reference agents of docs/results.md's
+        published table. DQN and R2D2 have no such policy apart from their actors' epsilon
+        schedules (`anakin evaluate --epsilon` adds random actions to their evaluation).
     """
 
     episodes: int = 32
     every_env_steps: int = 0
     max_steps: int = 10_000
+    policy: Literal["evaluation", "training"] = "evaluation"
 
     def validate(self, num_devices: int) -> None:
         """Raises ValueError when the episodes do not divide over the devices (each field's

@@ -23,6 +23,9 @@ from anakin.algorithms import policies
 from anakin.loop import split_env_keys
 from anakin.types import Algorithm, Transition
 
+# What the episodes act with: the algorithm's evaluation policy, or the one it trains with.
+POLICIES = ("evaluation", "training")
+
 
 class EvalResult(NamedTuple):
     """Per-episode results, leaves [num_episodes] (host numpy once returned)."""
@@ -104,11 +107,13 @@ def make_episode_runner(
     record: Recorder | None = None,
     runs: runs_lib.Runs | None = None,
     auto_reset: bool = True,
+    policy: str = "evaluation",
 ) -> EpisodeRunner:
     """`run(learner (per device), key) -> Episodes`: one episode per environment.
 
     Runs `num_episodes` environments (split over the devices) with the algorithm's evaluation
-    policy (with probability `epsilon` a uniformly random action instead) until each has
+    policy (`policy` "training": the policy it trains with; with probability `epsilon` a
+    uniformly random action instead) until each has
     finished one episode or `max_steps` steps have passed, so an environment without a time
     limit cannot hang it; a `while_loop` stops as soon as all are done. With a `record` hook,
     its output for every step is kept (e.g. `record_transitions` for the `collect` command's
@@ -125,6 +130,9 @@ def make_episode_runner(
     adapter's own state); only the step keys' use differs from `auto_reset=True`'s, so a
     stochastic environment may play other episodes than an evaluation with the same key.
     """
+    if policy not in POLICIES:
+        raise ValueError(f"policy={policy!r}: choose one of {', '.join(POLICIES)}")
+    greedy = policy == "evaluation"
     devices = list(devices)
     num_devices = len(devices)
     if num_episodes % num_devices:
@@ -152,7 +160,7 @@ def make_episode_runner(
 
         def policy_step(c: _EpisodeCarry):
             keys, act_keys, eps_keys, step_keys = split_env_keys(c.keys, 4)
-            action, actor, _ = algo.act(learner, c.actor, c.obs, c.first, act_keys, evaluate=True)
+            action, actor, _ = algo.act(learner, c.actor, c.obs, c.first, act_keys, evaluate=greedy)
             if epsilon > 0:
                 coin_keys, random_keys = split_env_keys(eps_keys, 2)
                 explore = jax.vmap(jax.random.uniform)(coin_keys) < epsilon
@@ -310,10 +318,11 @@ def make_evaluator(
     devices: Sequence[jax.Device],
     runs: runs_lib.Runs | None = None,
     epsilon: float = 0.0,
+    policy: str = "evaluation",
 ) -> EpisodeRunner:
-    """`evaluate(learner (per device), key) -> EvalResult` with the evaluation policy (with
-    probability `epsilon` a uniformly random action instead); see `make_episode_runner`
-    (its `peak_bytes` too)."""
+    """`evaluate(learner (per device), key) -> EvalResult` with the evaluation policy (or the
+    training one, `policy` "training"; with probability `epsilon` a uniformly random action
+    instead); see `make_episode_runner` (its `peak_bytes` too)."""
     run = make_episode_runner(
         algo,
         env,
@@ -323,5 +332,6 @@ def make_evaluator(
         devices=devices,
         epsilon=epsilon,
         runs=runs,
+        policy=policy,
     )
     return EpisodeRunner(lambda learner, key, hp=None: run(learner, key, hp).result, run.peak_bytes)

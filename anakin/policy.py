@@ -24,7 +24,7 @@ from anakin.checkpoint import Checkpointer
 from anakin.config import INT32_MAX, MAX_SEED, EvalConfig, TrainConfig, train_config_from_dict
 from anakin.records import eval_record, run_evals
 from anakin.rundir import read_description
-from anakin.setup import make_build, make_runs
+from anakin.setup import check_eval_policy, make_build, make_runs
 from anakin.types import Algorithm, Layout
 
 
@@ -120,6 +120,12 @@ def check_counts(**counts: int | None) -> None:
             )
 
 
+def check_policy(policy: str | None) -> None:
+    """ValueError for a `--policy` that is neither of `episodes.POLICIES` (None: the run's)."""
+    if policy is not None and policy not in episodes_lib.POLICIES:
+        raise ValueError(f"--policy={policy!r} must be one of {', '.join(episodes_lib.POLICIES)}")
+
+
 def evaluate_checkpoint(
     run_dir: Path,
     step: int | None = None,
@@ -127,15 +133,20 @@ def evaluate_checkpoint(
     max_steps: int | None = None,
     seed: int = 0,
     epsilon: float = 0.0,
+    policy: str | None = None,
 ) -> dict[str, Any]:
     """Evaluates a run's checkpoint on this machine's devices, whatever devices trained it;
-    every run of a multi-run (seeds, sweep) checkpoint, with its evaluation policy plus
-    `epsilon`-random actions. Writes and returns `evaluation-<step>.json` in the run
-    directory."""
+    every run of a multi-run (seeds, sweep) checkpoint, with its evaluation policy (`policy`
+    "training": the one it trains with; None: the run's eval.policy) plus `epsilon`-random
+    actions. Writes and returns `evaluation-<step>.json` in the run directory."""
     check_counts(episodes=episodes, max_steps=max_steps, seed=seed)
     if not 0.0 <= epsilon <= 1.0:
         raise ValueError(f"--epsilon={epsilon} must lie in [0, 1]")
+    check_policy(policy)
+    if policy is not None:  # before the checkpoint is read
+        check_eval_policy(read_description(run_dir).get("algorithm", ""), policy, "--policy")
     saved = load_policy(run_dir, step)
+    policy = policy or saved.cfg.eval.policy
     devices = dev.select(0)
     episodes = episodes if episodes is not None else saved.cfg.eval.episodes or 32
     max_steps = max_steps if max_steps is not None else saved.cfg.eval.max_steps
@@ -149,6 +160,7 @@ def evaluate_checkpoint(
         devices=devices,
         runs=saved.runs,
         epsilon=epsilon,
+        policy=policy,
     )
     key = jax.random.PRNGKey(seed)
     if saved.runs:
@@ -166,6 +178,7 @@ def evaluate_checkpoint(
         "step": saved.step,
         "seed": seed,
         "epsilon": epsilon,
+        "policy": policy,
         "eval_time": time.monotonic() - t0,
         **summary,
     }
@@ -192,14 +205,17 @@ def collect(
     seed: int = 0,
     run: int | None = None,
     overwrite: bool = False,
+    policy: str = "evaluation",
 ) -> dict[str, Any]:
-    """Records `episodes` episodes of a saved policy (evaluation policy, plus `epsilon`-random
-    actions) on this machine's devices into a dataset file (see `anakin.dataset`). An existing
-    file at `out` is replaced only with `overwrite`; every argument and the output path are
-    checked before anything is loaded."""
+    """Records `episodes` episodes of a saved policy (its evaluation policy, or with `policy`
+    "training" the one it trains with; plus `epsilon`-random actions) on this machine's devices
+    into a dataset file (see `anakin.dataset`). An existing file at `out` is replaced only with
+    `overwrite`; every argument and the output path are checked before anything is loaded."""
     check_counts(episodes=episodes, max_steps=max_steps, seed=seed)
     if not 0.0 <= epsilon <= 1.0:
         raise ValueError(f"--epsilon={epsilon} must lie in [0, 1]")
+    check_policy(policy)
+    check_eval_policy(read_description(run_dir).get("algorithm", ""), policy, "--policy")
     dataset_lib.check_output(out, overwrite)
     saved = load_policy(run_dir, step)
     algorithm, learner = saved.run(run)
@@ -215,6 +231,7 @@ def collect(
         devices=devices,
         epsilon=epsilon,
         record=episodes_lib.record_transitions,
+        policy=policy,
     )
     learner = dev.replicate(learner, devices)
     parts, t0, batch = [], time.monotonic(), 0
@@ -230,7 +247,10 @@ def collect(
             for k in parts[0][1]
         },
         env_kwargs=saved.cfg.env.kwargs,
-        source=f"anakin collect {run_dir} (step {saved.step}, epsilon {epsilon}, seed {seed})",
+        source=(
+            f"anakin collect {run_dir} (step {saved.step}, {policy} policy, epsilon {epsilon}, "
+            f"seed {seed})"
+        ),
     )
     dataset_lib.save(out, data)
     returns = np.concatenate([p[0] for p in parts])
@@ -242,6 +262,7 @@ def collect(
         "min_return": float(returns.min()),
         "max_return": float(returns.max()),
         "step": saved.step,
+        "policy": policy,
         "epsilon": epsilon,
         "collect_time": time.monotonic() - t0,
     }

@@ -73,6 +73,21 @@ def make_runs(cfg: TrainConfig, algo_cls: type) -> runs_lib.Runs | None:
     return runs_lib.Runs(tuple(seeds), {k: tuple(v) for k, v in hparams.items()})
 
 
+def check_eval_policy(algo_name: str, policy: str, flag: str = "eval.policy") -> None:
+    """ValueError for an evaluation `policy` that `algo_name` cannot act with: "training" for
+    an algorithm whose training policy is no distribution of its learner's (DQN, R2D2)."""
+    if (
+        policy == "training"
+        and algo_name in algorithms.REGISTRY
+        and not algorithms.get(algo_name).samples_actions
+    ):
+        raise ValueError(
+            f"{flag}='training': {algo_name}'s training policy is epsilon-greedy on a schedule "
+            "its training actors hold, not a distribution its learner gives; use "
+            f"{flag} evaluation (anakin evaluate and collect add random actions with --epsilon)"
+        )
+
+
 def setup(algo_name: str, cfg: TrainConfig) -> Setup:
     """Checks `cfg` (every field, `anakin.config.check_fields`, then the rules across fields
     and each run of a sweep) and builds the environment, algorithm and program (not yet
@@ -96,6 +111,7 @@ def setup(algo_name: str, cfg: TrainConfig) -> Setup:
     devices = dev.select(cfg.arch.num_devices)
     cfg.arch.validate(len(devices))
     cfg.eval.validate(len(devices))
+    check_eval_policy(algo_name, cfg.eval.policy)
     num_runs = count_runs(cfg, entry.config_cls)
     try:
         env, env_params = envs.make(cfg.env.name, hide=cfg.env.hide, **cfg.env.kwargs)
@@ -177,6 +193,7 @@ def setup(algo_name: str, cfg: TrainConfig) -> Setup:
             max_steps=cfg.eval.max_steps,
             devices=devices,
             runs=runs,
+            policy=cfg.eval.policy,
         )
     return Setup(
         algo_name=algo_name,

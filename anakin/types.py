@@ -131,6 +131,9 @@ class AlgorithmEntry(NamedTuple):
       actions (defaults may follow the action space, never a task's name); empty: none.
     images: dotted settings the default preset takes for an environment whose observation
       has an image (`EnvSpec.images`; defaults may follow the observation's shape); empty: none.
+    samples_actions: its training policy samples from a distribution the learner holds, so
+      `eval.policy` "training" can evaluate it; False for epsilon-greedy Q-learners, whose
+      exploration schedule lives in the training actors.
     """
 
     config_cls: type
@@ -142,6 +145,7 @@ class AlgorithmEntry(NamedTuple):
     accelerator: Mapping[str, Any] = MappingProxyType({})
     continuous: Mapping[str, Any] = MappingProxyType({})
     images: Mapping[str, Any] = MappingProxyType({})
+    samples_actions: bool = True
 
 
 class RunnerState(struct.PyTreeNode):

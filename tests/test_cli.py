@@ -102,6 +102,16 @@ def test_listing_commands(capsys):
         ),
         (["train", "impala", "--env", "Pendulum-v1"], "discrete actions only"),
         (["train", "impala", "--algo.network.torso", "conv"], "needs image observations"),
+        (
+            ["train", "dqn", "--eval.policy", "training"],
+            "eval.policy='training': dqn's training policy is epsilon-greedy on a schedule its "
+            "training actors hold",
+        ),
+        (
+            ["train", "ppo", "--eval.policy", "greedy"],
+            "invalid choice 'greedy' for argument '--eval.policy'. Expected one of "
+            "('evaluation', 'training')",
+        ),
         (["frobnicate"], "unknown command 'frobnicate'"),
     ],
 )
@@ -140,6 +150,14 @@ def test_collect_then_behaviour_cloning_end_to_end(tmp_path, capsys):
     )
     collected = json.loads(capsys.readouterr().out)
     assert collected["episodes"] == 6 and data.exists()
+    assert collected["policy"] == "evaluation"
+    # The expert's training policy (sampled actions), evaluated and recorded as such.
+    expert = tmp_path / "expert"
+    assert cli.main(["evaluate", str(expert), "--episodes", "4", "--policy", "training"]) == 0
+    sampled = json.loads(capsys.readouterr().out)
+    assert sampled["policy"] == "training" and sampled["eval_episodes"] == 4
+    written = json.loads((expert / f"evaluation-{sampled['step']}.json").read_text())
+    assert written["policy"] == "training"
 
     from anakin import dataset
 

@@ -204,3 +204,42 @@ def test_gaussian_policy():
     y = jnp.array([[0.5, 0.7]] * 3)
     ref = distrax.MultivariateNormalDiag(shift, scale * jnp.exp(-1.0)).log_prob(y)
     np.testing.assert_allclose(plain.log_prob(y), ref, rtol=1e-5)
+
+
+def test_evaluation_acts_with_the_policy_asked_for():
+    """eval.policy: "evaluation" asks `act` for its evaluation policy, "training" for the one
+    it trains with. A hand-made algorithm takes action 0 (evaluate=True) or 1 (evaluate=False)
+    on test-Count, which pays 1 + action per step and ends on action 1 or after 3 steps: the
+    returns are 3 (three 0s) and 2 (one 1), in one step against three."""
+    import toy_envs  # noqa: F401  (registers test-Count)
+
+    from anakin import devices as dev
+    from anakin import envs
+    from anakin import episodes as episodes_lib
+    from anakin.types import Algorithm
+
+    def act(learner, actor, obs, first, keys, evaluate=False):
+        return jnp.full(obs.shape[:1], 0 if evaluate else 1, jnp.int32), actor, {}
+
+    algo = Algorithm(
+        init=lambda key: (),
+        init_actor=lambda key, n: (),
+        act=act,
+        update=lambda learner, traj, key: (learner, {}),
+    )
+    env, env_params = envs.make("test-Count")
+    devices = dev.select(0)
+    results = {}
+    for policy in episodes_lib.POLICIES:
+        run = episodes_lib.make_evaluator(
+            algo, env, env_params, num_episodes=8, max_steps=10, devices=devices, policy=policy
+        )
+        results[policy] = run(dev.replicate((), devices), jax.random.PRNGKey(0))
+    assert np.all(results["evaluation"].returns == 3.0)
+    assert np.all(results["evaluation"].lengths == 3)
+    assert np.all(results["training"].returns == 2.0)
+    assert np.all(results["training"].lengths == 1)
+    with pytest.raises(ValueError, match="policy='greedy': choose one of evaluation, training"):
+        episodes_lib.make_evaluator(
+            algo, env, env_params, num_episodes=8, max_steps=10, devices=devices, policy="greedy"
+        )
