@@ -382,9 +382,9 @@ PRESETS: dict[str, tuple[DQNConfig, ArchConfig]] = {
 }
 
 # No accelerator layout (`arch.layout`) yet: the candidates measured against the CPU layout
-# (scripts/results/layout_dqn.md, large_batch_dqn.md, large_batch_dqn_2.md; docs/gpu.md#layouts)
-# either lost tasks the CPU layout learns or did not keep CartPole learned to the end of a run,
-# so "auto" keeps the CPU layout here.
+# (scripts/results/layout_dqn.md, large_batch_dqn.md, large_batch_dqn_2.md and, with 5-step
+# returns, large_batch_dqn_3.md; docs/gpu.md#layouts) either lost tasks the CPU layout learns or
+# did not keep CartPole learned to the end of a run, so "auto" keeps the CPU layout here.
 
 ENTRY = AlgorithmEntry(
     config_cls=DQNConfig,
