@@ -487,6 +487,10 @@ PRESETS: dict[str, tuple[R2D2Config, ArchConfig]] = {
     ),
 }
 
+# No accelerator layout (`arch.layout`) yet: 512 environments with batches of 128 or 256
+# sequences fell behind the CPU layout on CartPole and DeepSea (scripts/results/
+# large_batch_r2d2.md; docs/gpu.md#layouts), so "auto" keeps the CPU layout here.
+
 ENTRY = AlgorithmEntry(
     config_cls=R2D2Config,
     make=make_r2d2,
