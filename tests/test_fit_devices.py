@@ -210,8 +210,10 @@ def assert_takes(settings, env: str, what: str) -> None:
     assert settings  # what the calling test is about
     run = launch.resolve("ppo", flags=["--env", env])
     for dotted, value in settings.items():
-        group, name = dotted.split(".")
-        assert getattr(getattr(run.cfg, group), name) == value
+        field = run.cfg
+        for name in dotted.split("."):
+            field = getattr(field, name)
+        assert field == value, dotted
     assert any(n.startswith(f"{what}, on top of the layout: ") for n in run.setup.notes)
 
 
@@ -238,6 +240,7 @@ def test_image_observations_take_the_default_presets_image_settings():
     assert_takes(algorithms.get("ppo").images, "Breakout-MinAtar", "image observations")
     cart = launch.resolve("ppo", flags=["--env", "CartPole-v1"])
     assert not cart.cfg.algo.shared_torso and cart.cfg.algo.num_epochs == 4
+    assert cart.cfg.algo.network.activation == "tanh"
     assert not any(n.startswith("image observations") for n in cart.setup.notes)
     mine = launch.resolve("ppo", flags=["--env", "Breakout-MinAtar", "--algo.num-epochs", "4"])
     assert mine.cfg.algo.num_epochs == 4 and mine.cfg.algo.shared_torso
