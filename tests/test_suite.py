@@ -11,7 +11,16 @@ import numpy as np
 import pytest
 
 from anakin import stats
-from scripts import make_docs, reference, suite, suite_ppo, suite_report, suite_run, suite_tasks
+from scripts import (
+    make_docs,
+    reference,
+    suite,
+    suite_ppo,
+    suite_report,
+    suite_run,
+    suite_sweep,
+    suite_tasks,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -491,6 +500,24 @@ def test_sweep_ranks_each_setting_over_its_own_runs(tmp_path):
     iqms = [row["aggregates"]["iqm"]["value"] for row in doc["ranking"]]
     assert iqms == sorted(iqms, reverse=True)
     assert "| tiny learning_rate=" in out.with_suffix(".md").read_text()
+
+
+def test_sweep_skips_a_task_that_cannot_be_built(monkeypatch, capsys):
+    # MNISTBandit downloads MNIST when built; offline, the sweep once stopped with a traceback
+    # before training anything, where scripts/suite.py skips the task.
+    def measure(task, episodes, max_steps):
+        if task.spec == "MNISTBandit-bsuite":
+            raise ValueError("environment 'MNISTBandit-bsuite' could not be built here: offline")
+        return {"mean": 0.5, "env_params": None}
+
+    monkeypatch.setattr(suite_sweep.suite_rollout, "measure_random", measure)
+    monkeypatch.setattr(suite_sweep.suite_tasks, "best_return", lambda task, params, known: (1, ""))
+    args = suite_sweep.parse_args(["--algo", "impala", "--out", "unused"])
+    tasks = [suite_tasks.parse_task(t) for t in ("Catch-bsuite", "MNISTBandit-bsuite")]
+    assert suite_sweep.task_scales(tasks, args) == {"Catch-bsuite": {"random": 0.5, "best": 1}}
+    assert "skip MNISTBandit-bsuite: ValueError: environment 'MNISTBandit-bsuite'" in (
+        capsys.readouterr().out
+    )
 
 
 def test_baseline_and_anakin_ppo_keep_apart_logs_and_wall_times(tmp_path, monkeypatch):
