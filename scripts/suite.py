@@ -539,7 +539,7 @@ def scale(task: suite_tasks.Task, budget: int, seeds: int, args) -> dict[str, An
     try:
         random = suite_rollout.measure_random(task, args.random_episodes, args.max_steps)
     except Exception as e:  # a task that cannot be built here is skipped, not fatal
-        info["skipped"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
+        info["skipped"] = suite_tasks.skip_reason(e)
         info["random"] = info["best"] = None
         print(f"  skip {task.spec}: {info['skipped']}")
         return info

@@ -87,7 +87,7 @@ def task_scales(tasks: list[suite_tasks.Task], args) -> dict[str, dict[str, Any]
         try:
             rnd = suite_rollout.measure_random(task, 512, args.max_steps)
         except Exception as e:  # a task that cannot be built here is skipped, not fatal
-            print(f"  skip {task.spec}: {type(e).__name__}: {str(e).splitlines()[0][:300]}")
+            print(f"  skip {task.spec}: {suite_tasks.skip_reason(e)}")
             continue
         best, _ = suite_tasks.best_return(task, rnd["env_params"], {})
         out[task.spec] = {"random": rnd["mean"], "best": best}

@@ -42,6 +42,12 @@ DEFAULT_TASKS = (
     "SpaceInvaders-MinAtar",
 )
 
+
+def skip_reason(error: Exception) -> str:
+    """Why a task that could not be built here is skipped: the error's type and first line."""
+    return f"{type(error).__name__}: {str(error).splitlines()[0][:300]}"
+
+
 CLASSIC = {"CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1", "MountainCarContinuous-v0"}
 
 # Env steps per seed. IMPALA's default program call is 32,768 steps and R2D2's 25,600, and
