@@ -14,7 +14,7 @@ the sampled policy's noise costs it. Each row trains
 every algorithm's defaults through the task suite (scripts/suite.py: one `anakin train ALGO
 --env TASK --num-seeds N --arch.total-env-steps BUDGET` per cell, all seeds in one program)
 at that budget, and reads each seed's final greedy evaluation (--eval-episodes episodes per
-seed: UmbrellaChain's returns are +-1 per episode, so hundreds keep the noise below the gaps).
+seed, or more on the rows of EVAL_EPISODES, whose per-episode noise needs them).
 A cell shows the mean over seeds with a 95% bootstrap interval, and `ok` where that mean meets
 or beats the published return (within --tolerance of the task's random-to-published range).
 
@@ -59,6 +59,13 @@ PUBLISHED = {
     "Freeway-MinAtar": (58.0, 10_000_000),
     "SpaceInvaders-MinAtar": (131.0, 10_000_000),
 }
+# Rows whose returns vary so much from episode to episode that --eval-episodes cannot tell a
+# policy that meets the row from one that misses it: at least this many episodes per seed.
+# UmbrellaChain: its distractor rewards give one episode's return a standard deviation of
+# about 3.5, so at 256 episodes per seed four seeds whose policies all took the right umbrella
+# read 0.84-0.99 (R2D2; 1.00-1.05 at 16,384 episodes each, three evaluation seeds); at 65,536
+# the mean over 4 seeds has a standard error of about 0.007, a third of the 2% tolerance.
+EVAL_EPISODES = {"UmbrellaChain-bsuite": 65_536}
 CONTINUOUS = ("Pendulum-v1", "MountainCarContinuous-v0")
 DISCRETE_ALGOS = ("impala", "ppo", "dqn", "r2d2")
 CONTINUOUS_ALGOS = ("ppo", "sac")
@@ -97,25 +104,32 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def plan(args: argparse.Namespace) -> list[tuple[list[str], list[str]]]:
-    """(tasks, algorithms) groups: one suite run each."""
+def episodes(task: str, args: argparse.Namespace) -> int:
+    """Evaluation episodes per seed on `task`'s row."""
+    return max(args.eval_episodes, EVAL_EPISODES.get(task, 0))
+
+
+def plan(args: argparse.Namespace) -> list[tuple[list[str], list[str], int]]:
+    """(tasks, algorithms, evaluation episodes) groups: one suite run each."""
     groups = []
     for tasks, algos in (
         ([t for t in args.tasks if t not in CONTINUOUS], DISCRETE_ALGOS),
         ([t for t in args.tasks if t in CONTINUOUS], CONTINUOUS_ALGOS),
     ):
         chosen = [a for a in algos if args.algos is None or a in args.algos]
-        if tasks and chosen:
-            groups.append((tasks, chosen))
+        for n in dict.fromkeys(episodes(t, args) for t in tasks):
+            group = [t for t in tasks if episodes(t, args) == n]
+            if chosen:
+                groups.append((group, chosen, n))
     return groups
 
 
-def run_suite(tasks: list[str], algos: list[str], args, tmp: Path, i: int) -> dict:
+def run_suite(tasks: list[str], algos: list[str], n: int, args, tmp: Path, i: int) -> dict:
     prefix = tmp / f"suite{i}"
     runs = Path(args.runs) / f"group{i}"
     argv = [
         sys.executable, str(REPO / "scripts" / "suite.py"), "--tasks", *tasks, "--algos", *algos,
-        "--num-seeds", str(args.num_seeds), "--eval-episodes", str(args.eval_episodes),
+        "--num-seeds", str(args.num_seeds), "--eval-episodes", str(n),
         *[f"--budget={t}={max(1, int(PUBLISHED[t][1] * args.budget_scale))}" for t in tasks],
         "--runs", str(runs), "--results", str(prefix), "--no-plot",
         *(["--reuse"] if args.reuse else []),
@@ -126,7 +140,8 @@ def run_suite(tasks: list[str], algos: list[str], args, tmp: Path, i: int) -> di
 
 
 def cells(suite_doc: dict, published: dict, tolerance: float, reps: int = 2000) -> list[dict]:
-    """One cell per (task, algorithm) run: seeds' final returns, mean, interval, meets."""
+    """One cell per (task, algorithm) run: seeds' final returns, mean, interval, meets, and
+    the evaluation episodes per seed."""
     out = []
     rng = np.random.default_rng(0)
     for r in suite_doc["runs"]:
@@ -144,6 +159,7 @@ def cells(suite_doc: dict, published: dict, tolerance: float, reps: int = 2000) 
                 meets=bool(returns.mean() >= target - tolerance * span),
                 wall_time_s=r["wall_time_s"],
                 env_steps=r["env_steps"],
+                eval_episodes=suite_doc["suite"]["eval_episodes"],
             )
         else:
             cell["error"] = r.get("error")
@@ -164,11 +180,17 @@ def table(doc: dict) -> list[str]:
         f"`{e['command']}` on {e['date'][:10]}, then " for e in meta.get("earlier", [])
     )
     redone = " (each run replacing the cells it ran)" if meta.get("earlier") else ""
+    more = {  # rows evaluated with more episodes than the rest (EVAL_EPISODES)
+        c["task"]: c["eval_episodes"]
+        for c in doc["cells"]
+        if c.get("eval_episodes", meta["eval_episodes"]) != meta["eval_episodes"]
+    }
+    more_text = "".join(f", {t}: {n:,}" for t, n in more.items())
     lines = [
         f"Written by {written}`{meta['command']}` on {meta['date'][:10]}{redone} "
         f"({meta['cpu_count']} CPU cores): every algorithm's defaults, {meta['num_seeds']} "
         "seeds in one program per cell, final greedy evaluation of "
-        f"{meta['eval_episodes']} episodes per seed; the mean "
+        f"{meta['eval_episodes']} episodes per seed{more_text}; the mean "
         "over seeds with a 95% bootstrap interval, `ok` where it meets the published return "
         f"(within {meta['tolerance']:.0%} of the random-to-published range), and the cell's "
         "wall time (process start to end, compiling included). Published: gymnax's reference "
@@ -237,8 +259,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     all_cells = []
     with tempfile.TemporaryDirectory() as tmp:
-        for i, (tasks, algos) in enumerate(plan(args)):
-            suite_doc = run_suite(tasks, algos, args, Path(tmp), i)
+        for i, (tasks, algos, n) in enumerate(plan(args)):
+            suite_doc = run_suite(tasks, algos, n, args, Path(tmp), i)
             all_cells += cells(suite_doc, PUBLISHED, args.tolerance)
     doc = {
         "reference": {

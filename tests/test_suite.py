@@ -185,6 +185,7 @@ def test_the_reference_table_marks_what_meets_the_published_return():
                 "wall_time_s": 12.0, "env_steps": 1000}  # fmt: skip
 
     suite_doc = {
+        "suite": {"eval_episodes": 8},
         "tasks": {
             "CartPole-v1": {"random": {"mean": 20.0}},
             "Acrobot-v1": {"random": {"mean": -500.0}},
@@ -211,6 +212,28 @@ def test_the_reference_table_marks_what_meets_the_published_return():
         "| CartPole-v1 (150,000) | 500 | 500 [500, 500] ok, 12 s | 495 [490, 500] ok, 12 s |"
     )
     assert lines[-1] == "| Acrobot-v1 (500,000) | -80 | -89.0 [-90.0, -88.0], 12 s | failed |"
+    assert "evaluation of 8 episodes per seed; the mean" in lines[0]
+    # A row evaluated with more episodes than the rest says so in the header.
+    cells[0]["eval_episodes"] = 64
+    assert (
+        "of 8 episodes per seed, CartPole-v1: 64; the mean"
+        in reference.table({"reference": meta, "cells": cells})[0]
+    )
+
+
+def test_reference_plan_evaluates_noisy_rows_with_more_episodes():
+    """UmbrellaChain's row gets its own suite run with EVAL_EPISODES' episodes per seed; the
+    other rows keep --eval-episodes, and a larger --eval-episodes wins."""
+    args = reference.parse_args(["--tasks", "CartPole-v1", "UmbrellaChain-bsuite", "Pendulum-v1"])
+    n = reference.EVAL_EPISODES["UmbrellaChain-bsuite"]
+    assert reference.plan(args) == [
+        (["CartPole-v1"], ["impala", "ppo", "dqn", "r2d2"], 256),
+        (["UmbrellaChain-bsuite"], ["impala", "ppo", "dqn", "r2d2"], n),
+        (["Pendulum-v1"], ["ppo", "sac"], 256),
+    ]
+    args = reference.parse_args(["--tasks", "UmbrellaChain-bsuite", "--algos", "ppo",
+                                 "--eval-episodes", str(2 * n)])  # fmt: skip
+    assert reference.plan(args) == [(["UmbrellaChain-bsuite"], ["ppo"], 2 * n)]
 
 
 def test_reference_merge_replaces_only_the_cells_run_and_names_both_commands(tmp_path):
@@ -663,8 +686,9 @@ def test_reference_refuses_a_run_timeout_that_is_no_time_and_passes_a_good_one_o
     monkeypatch.setattr(reference.subprocess, "run", lambda argv, check: seen.append(argv))
     args = reference.parse_args(["--tasks", "CartPole-v1", "--run-timeout", "90"])
     with pytest.raises(FileNotFoundError):  # the suite did not run: no results to read
-        reference.run_suite(["CartPole-v1"], ["ppo"], args, tmp_path, 0)
+        reference.run_suite(["CartPole-v1"], ["ppo"], 256, args, tmp_path, 0)
     assert seen[0][seen[0].index("--run-timeout") + 1] == "90.0"
+    assert seen[0][seen[0].index("--eval-episodes") + 1] == "256"
 
 
 def test_merge_takes_a_file_older_than_a_setting_as_that_settings_default(tmp_path):
