@@ -1,6 +1,7 @@
 """Many runs in one program: seeds and hyperparameter sweeps, vmapped inside each device."""
 
 import dataclasses
+import json
 
 import jax
 import numpy as np
@@ -166,3 +167,27 @@ def test_checkpoint_resume_and_evaluate_with_seeds(tmp_path):
     assert runner.collect(reference.run_dir, data, episodes=2, run=1, max_steps=40)["episodes"] == 2
     with pytest.raises(ValueError, match="holds runs 0..1"):
         runner.collect(reference.run_dir, tmp_path / "run2.npz", episodes=2, run=2)
+
+
+def test_eval_epsilon_script_plays_each_policy_on_the_same_trained_run(tmp_path):
+    """scripts/eval_epsilon.py crosses --policies with --epsilons (an epsilon only with the
+    evaluation policy) on one checkpoint, and writes its rows to --json and --md."""
+    from scripts import eval_epsilon
+
+    cfg = tiny(impala, num_seeds=2, out=str(tmp_path), run_name="run",
+               checkpoint=CheckpointConfig(enabled=True))  # fmt: skip
+    run_dir = runner.train("impala", cfg, runner.setup("impala", cfg)).run_dir
+    out_json, out_md = tmp_path / "policy.json", tmp_path / "policy.md"
+    argv = [str(run_dir), "--episodes", "4", "--epsilons", "0", "0.5", "--policies",
+            "evaluation", "training", "--json", str(out_json), "--md", str(out_md)]  # fmt: skip
+    assert eval_epsilon.main(argv) == 0
+    rows = json.loads(out_json.read_text())["rows"]
+    assert [(r["policy"], r["epsilon"]) for r in rows] == [
+        ("evaluation", 0.0),
+        ("evaluation", 0.5),
+        ("training", 0.0),
+    ]
+    assert all(len(r["per_seed"]) == 2 and r["episodes_per_seed"] == 4 for r in rows)
+    text = out_md.read_text()
+    assert "`python scripts/eval_epsilon.py " in text
+    assert text.count("| impala | CartPole-v1 |") == 3
