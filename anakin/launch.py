@@ -470,12 +470,17 @@ def one_line(report: str) -> str:
     if bad:
         flag, as_int, _, value = bad.groups()
         text = f"{flag} {value!r} must be {'an integer' if as_int else 'a number'}"
+    pairs = _BAD_PAIRS.match(text)
+    if pairs:
+        flag = {v: k for k, v in FLAG_ALIASES.items()}.get(pairs.group(1), pairs.group(1))
+        text = f"{flag} takes KEY VALUE pairs, an even number of words (e.g. {flag} rows 12)"
     hint = next((p for p in paragraphs[1:] if p.startswith("Perhaps you meant")), None)
     if hint:
         text += "; did you mean " + " ".join(hint.split()[3:5]) + "?"
     return text
 
 
+_BAD_PAIRS = re.compile(r"Error parsing (\S+): Failed to parse key-value pairs")
 _BAD_NUMBER = re.compile(
     r"Error parsing (\S+): (?:invalid literal for (int)\(\) with base 10|could not convert "
     r"string to (float)): '(.*)'$"

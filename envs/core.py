@@ -109,8 +109,8 @@ def build(
         env = factory(**ctor_kwargs) if ctor_kwargs else default
     except TypeError as e:
         raise ValueError(
-            f"environment {name!r} does not accept {sorted(ctor_kwargs)}: its parameters are "
-            f"{sorted(param_fields)} ({e})"
+            f"environment {name!r} does not accept {sorted(ctor_kwargs)}: neither fields of its "
+            f"parameters {sorted(param_fields)} nor arguments of its constructor ({e})"
         ) from None
     return env, dataclasses.replace(env.default_params, **param_kwargs)
 

@@ -98,7 +98,12 @@ def test_listing_commands(capsys):
         ),
         (
             ["train", "impala", "--env", "CartPole-v1", "--env-kwargs", "gravity_x", "1"],
-            "does not accept ['gravity_x']",
+            "does not accept ['gravity_x']: neither fields of its parameters",
+        ),
+        (
+            ["train", "impala", "--env", "Catch-bsuite", "--env-kwargs", "rows"],
+            "--env-kwargs takes KEY VALUE pairs, an even number of words (e.g. --env-kwargs "
+            "rows 12)",
         ),
         (["train", "impala", "--env", "Pendulum-v1"], "discrete actions only"),
         (["train", "impala", "--algo.network.torso", "conv"], "needs image observations"),
