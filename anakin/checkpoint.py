@@ -62,7 +62,9 @@ def write_manifest(step_dir: Path) -> None:
 def verify(step_dir: Path) -> None:
     """Raises CheckpointError naming the first file that is missing, truncated or altered."""
     if not step_dir.is_dir():
-        raise CheckpointError(f"checkpoint {step_dir} does not exist")
+        saved = sorted(int(p.name) for p in step_dir.parent.glob("[0-9]*") if p.name.isdigit())
+        have = f"; saved steps: {', '.join(map(str, saved))}" if saved else "; none is saved"
+        raise CheckpointError(f"checkpoint {step_dir} does not exist{have}")
     manifest = step_dir / MANIFEST
     if not manifest.is_file():
         raise CheckpointError(

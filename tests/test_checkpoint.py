@@ -151,7 +151,8 @@ def test_partial_checkpoint_is_passed_over_or_refused_by_name(saved_run, tmp_pat
     assert Checkpointer(run).latest_step() == 192  # newest complete one
     with pytest.raises(CheckpointError, match="256 is partial"):
         runner.evaluate_checkpoint(run, step=256)
-    with pytest.raises(CheckpointError, match="does not exist"):
+    saved = ", ".join(map(str, Checkpointer(run).steps()))
+    with pytest.raises(CheckpointError, match=f"999 does not exist; saved steps: {saved}$"):
         runner.evaluate_checkpoint(run, step=999)
 
 
