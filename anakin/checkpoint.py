@@ -59,10 +59,17 @@ def write_manifest(step_dir: Path) -> None:
     logger.write_json(step_dir / MANIFEST, {"format": "anakin-checkpoint", "files": files})
 
 
+def steps_in(checkpoints_dir: Path) -> list[int]:
+    """Steps of the checkpoints in `checkpoints_dir`, complete or not, oldest first."""
+    if not checkpoints_dir.is_dir():
+        return []
+    return sorted(int(p.name) for p in checkpoints_dir.iterdir() if p.name.isdigit())
+
+
 def verify(step_dir: Path) -> None:
     """Raises CheckpointError naming the first file that is missing, truncated or altered."""
     if not step_dir.is_dir():
-        saved = sorted(int(p.name) for p in step_dir.parent.glob("[0-9]*") if p.name.isdigit())
+        saved = steps_in(step_dir.parent)
         have = f"; saved steps: {', '.join(map(str, saved))}" if saved else "; none is saved"
         raise CheckpointError(f"checkpoint {step_dir} does not exist{have}")
     manifest = step_dir / MANIFEST
@@ -173,9 +180,7 @@ class Checkpointer:
 
     def steps(self) -> list[int]:
         """Steps of the checkpoints on disk, complete or not, oldest first."""
-        if not self.dir.is_dir():
-            return []
-        return sorted(int(p.name) for p in self.dir.iterdir() if p.name.isdigit())
+        return steps_in(self.dir)
 
     def good_steps(self) -> list[int]:
         out = []

@@ -117,10 +117,8 @@ def plan(args: argparse.Namespace) -> list[tuple[list[str], list[str], int]]:
         ([t for t in args.tasks if t in CONTINUOUS], CONTINUOUS_ALGOS),
     ):
         chosen = [a for a in algos if args.algos is None or a in args.algos]
-        for n in dict.fromkeys(episodes(t, args) for t in tasks):
-            group = [t for t in tasks if episodes(t, args) == n]
-            if chosen:
-                groups.append((group, chosen, n))
+        for n in dict.fromkeys(episodes(t, args) for t in tasks) if chosen else ():
+            groups.append(([t for t in tasks if episodes(t, args) == n], chosen, n))
     return groups
 
 
