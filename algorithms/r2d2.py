@@ -53,8 +53,8 @@ class R2D2Config:
         IQM tied or above (scripts/results/nstep_q.md, reference_gymnax.md; docs/suite.md).
       burn_in_stop_gradient: no gradient through the burn-in (the paper); False lets it flow
         (as Acme's learner does).
-      learning_rate, adam_eps: Adam. 1e-3 and 1e-3 are the paper's (and TF Acme's); Acme's
-        JAX learner keeps optax's default eps of 1e-8.
+      learning_rate, adam_eps: Adam. A learning rate of 1e-3 is Acme's (its R2D2Config); an
+        eps of 1e-3 is the paper's, where Acme's JAX learner keeps optax's default of 1e-8.
       max_grad_norm: global-norm gradient clipping (inf = none, as in Acme).
       batch_size: sequences per SGD step, over all devices.
       samples_per_insert: replay ratio; SGD steps per rollout follow from it.
