@@ -295,13 +295,17 @@ PRESETS: dict[str, tuple[ImpalaConfig, ArchConfig]] = {
 }
 
 # The accelerator layout (`arch.layout`), on top of the default preset: 512 environments in all
-# (8,192 env steps per update) in 8 minibatches at half the learning rate, an eighth of the CPU
-# layout's sequential SGD steps per env step. Chosen on the large-batch suite against the
-# candidates there (scripts/results/large_batch_impala.md, layout_impala.md; docs/gpu.md#layouts):
-# it learns every task the CPU layout learns, with more env steps to threshold, so its default
-# budget is 4M env steps (seconds on a chip), past where CartPole's seeds reached the threshold.
+# with rollouts of 8 (4,096 env steps per update) in 8 minibatches at half the learning rate, a
+# quarter of the CPU layout's sequential SGD steps per env step. Chosen on the large-batch suite
+# (8 tasks, 4 seeds, budgets 16x the CPU layout's; scripts/results/large_batch_impala.md,
+# large_batch_impala_2.md, layout_impala.md; docs/gpu.md#layouts): it learns every task the CPU
+# layout learns; rollouts of 16 (an eighth of the sequential SGD steps) needed 1.4-2.2x its env
+# steps to each threshold, about what their fewer sequential steps save, and 256 environments
+# with rollouts of 16 learnt alike with twice its sequential acting steps. Its default budget is
+# 4M env steps (seconds on a chip), past where CartPole's seeds reached the threshold.
 ACCELERATOR = {
     "arch.num_envs": 512,
+    "arch.rollout_length": 8,
     "arch.total_env_steps": 4_000_000,
     "algo.num_sgd_steps_per_step": 8,
     "algo.learning_rate": 1e-3,

@@ -549,19 +549,21 @@ PRESETS: dict[str, tuple[PPOConfig, ArchConfig]] = {
 }
 
 # The accelerator layout (`arch.layout`), on top of the default preset: more environments,
-# where a step of many costs about what a step of few does. Measured against the CPU layout on
-# the task suite in scripts/results/layout_ppo.md (2 devices of 256). 512 in all, not per
-# device: on 8 chips 256 each left the default budget 32 updates (CartPole's training return
-# 308 at the end), and a total learns alike on any device count. The learning rate is 3x the
-# CPU layout's: on the large-batch suite (scripts/results/large_batch_ppo.md; 8 tasks, 4 seeds,
-# budgets 4x the CPU layout's) the CPU layout's 1e-3 left 2 of 4 seeds short on
-# DiscountingChain, and 3e-3 learns every task with 2.5-7.8x the CPU layout's env steps to
-# threshold; 16 minibatches learnt alike, at twice the sequential SGD steps (the latency a chip
-# pays).
+# where a step of many costs about what a step of few does. 256 in all, not per device, so a
+# run learns alike on any device count (256 per device on 8 chips left the default budget 32
+# updates, CartPole's training return 308 at the end). Rollouts of 16 in 4 minibatches of 1,024: an
+# eighth of the CPU layout's sequential SGD steps per env step. Chosen on the large-batch suite
+# (8 tasks, 4 seeds, budgets 4x the CPU layout's; scripts/results/large_batch_ppo_2.md, _3.md):
+# against the earlier 512 environments in 8 minibatches (the same SGD steps per env step, of
+# the same size) it needs about half the env steps to each threshold (1.6-3.2x the CPU layout's
+# against 2.9-6.2x) and learns every task; at a quarter of the CPU layout's sequential steps,
+# 128 environments came within 1.6x but ended one DiscountingChain seed of four on the 1.0 arm.
+# The learning rate is 3x the CPU layout's: at 1e-3, 512 environments left 2 of 4 seeds short on
+# DiscountingChain (large_batch_ppo.md).
 ACCELERATOR = {
-    "arch.num_envs": 512,
+    "arch.num_envs": 256,
     "arch.rollout_length": 16,
-    "algo.num_minibatches": 8,
+    "algo.num_minibatches": 4,
     "algo.learning_rate": 3e-3,
 }
 

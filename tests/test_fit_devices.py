@@ -183,18 +183,18 @@ def test_the_accelerator_layout_changes_the_default_preset_and_keeps_what_you_se
     assert auto.cfg.arch.layout == "cpu" and auto.cfg.arch.num_envs == 16
     fast = launch.resolve("ppo", flags=["--arch.layout", "accelerator", "--arch.num-devices", "2"])
     arch, algo = fast.cfg.arch, fast.cfg.algo
-    assert (arch.layout, arch.envs_per_device, arch.num_envs) == ("accelerator", 0, 512)
-    assert (arch.rollout_length, algo.num_minibatches) == (16, 8)
-    # 512 in all on any device count: what was measured learns alike (4 devices here).
-    assert launch.resolve("ppo", flags=["--arch.layout", "accelerator"]).cfg.arch.num_envs == 512
+    assert (arch.layout, arch.envs_per_device, arch.num_envs) == ("accelerator", 0, 256)
+    assert (arch.rollout_length, algo.num_minibatches) == (16, 4)
+    # 256 in all on any device count: what was measured learns alike (4 devices here).
+    assert launch.resolve("ppo", flags=["--arch.layout", "accelerator"]).cfg.arch.num_envs == 256
     per_device = ["--arch.layout", "accelerator", "--arch.envs-per-device", "64"]
     assert launch.resolve("ppo", flags=per_device).cfg.arch.num_envs == 64 * 4  # yours kept
     assert fast.setup.notes[0].startswith("layout: accelerator (--arch.layout accelerator: ")
     mine = launch.resolve(
         "ppo", flags=["--arch.layout", "accelerator", "--arch.num-envs", "64",
-                      "--algo.num-minibatches", "4"]
+                      "--algo.num-minibatches", "2"]
     ).cfg  # fmt: skip
-    assert (mine.arch.num_envs, mine.arch.envs_per_device, mine.algo.num_minibatches) == (64, 0, 4)
+    assert (mine.arch.num_envs, mine.arch.envs_per_device, mine.algo.num_minibatches) == (64, 0, 2)
     assert mine.arch.rollout_length == 16  # what you did not set still changes
     with pytest.raises(ValueError, match=r"preset 'minatar' keeps its own layout"):
         launch.resolve("impala", preset="minatar", flags=["--arch.layout", "accelerator"])
