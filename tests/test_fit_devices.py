@@ -196,6 +196,9 @@ def test_the_accelerator_layout_changes_the_default_preset_and_keeps_what_you_se
     ).cfg  # fmt: skip
     assert (mine.arch.num_envs, mine.arch.envs_per_device, mine.algo.num_minibatches) == (64, 0, 2)
     assert mine.arch.rollout_length == 16  # what you did not set still changes
+    impala = launch.resolve("impala", flags=["--arch.layout", "accelerator"]).cfg
+    got = (impala.arch.num_envs, impala.arch.rollout_length, impala.algo.num_sgd_steps_per_step)
+    assert got == (512, 8, 8)  # a quarter of the CPU layout's sequential SGD steps per env step
     with pytest.raises(ValueError, match=r"preset 'minatar' keeps its own layout"):
         launch.resolve("impala", preset="minatar", flags=["--arch.layout", "accelerator"])
     for algo in ("dqn", "r2d2"):
