@@ -86,6 +86,16 @@ CANDIDATES = {
     # Sooner to 475 than the published 150k budget? (the defaults: the "dqn" row)
     "dqn lr": ("dqn", ["--sweep", "algo.learning_rate=2e-3,3e-3"]),
     "r2d2": ("r2d2", []),
+    # DQN's nearest accelerator candidate (scripts/results/large_batch_dqn_4.md): 512
+    # environments, batches of 512, target copies every 50 SGD steps.
+    "dqn accelerator candidate": (
+        "dqn",
+        [
+            *("--arch.num-envs", "512", "--algo.batch-size", "512"),
+            *("--algo.epsilon-decay-steps", "80000", "--algo.replay-capacity", "262144"),
+            *("--algo.target-update-period", "50"),
+        ],
+    ),
     # The Q-learners' n-step returns before 5 steps became the default (docs/suite.md).
     "dqn n-step 3": ("dqn", ["--algo.n-step", "3"]),
     "r2d2 n-step 3": ("r2d2", ["--algo.bootstrap-n", "3"]),
