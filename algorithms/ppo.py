@@ -589,7 +589,9 @@ CONTINUOUS = {
 # 0.01 one Breakout seed stayed at 10.5 for 9.5M env steps). With tanh, SpaceInvaders-MinAtar
 # fell short of the reference table (93.2 at 10M); with ReLU it meets it (162) and Breakout
 # rises from 40.8 to 46.6, one seed of four stuck at 9.5 (scripts/results/reference_gymnax.md;
-# docs/suite.md has the history).
+# docs/suite.md has the history). On the accelerator layout they keep its learning rate of 3e-3:
+# at 3M env steps (4 seeds) it ended Breakout at 18.4 and SpaceInvaders at 152 (the CPU layout:
+# 21.9 and 124), where 1e-3 ended them at 15.5 and 121 (scripts/results/large_batch_images.md).
 IMAGES = {
     "algo.network.activation": "relu",
     "algo.shared_torso": True,

@@ -249,7 +249,14 @@ def test_image_observations_take_the_default_presets_image_settings():
     assert mine.cfg.algo.num_epochs == 4 and mine.cfg.algo.shared_torso
     tiny = launch.resolve("ppo", preset="tiny", flags=["--env", "Breakout-MinAtar"])
     assert not tiny.cfg.algo.shared_torso
-    assert not algorithms.get("impala").images  # one torso and one pass already
+    # IMPALA's accelerator layout keeps the CPU layout's learning rate on images only.
+    flags = ["--arch.layout", "accelerator", "--env"]
+    breakout = launch.resolve("impala", flags=[*flags, "Breakout-MinAtar"])
+    assert (breakout.cfg.arch.num_envs, breakout.cfg.algo.learning_rate) == (512, 2e-3)
+    assert any(n.startswith("image observations") for n in breakout.setup.notes)
+    assert launch.resolve("impala", flags=[*flags, "CartPole-v1"]).cfg.algo.learning_rate == 1e-3
+    cpu = launch.resolve("impala", flags=["--env", "Breakout-MinAtar"]).cfg
+    assert (cpu.arch.layout, cpu.algo.learning_rate) == ("cpu", 2e-3)  # its default already
 
 
 def test_a_refusal_beyond_the_device_count_is_the_one_named():
