@@ -56,6 +56,31 @@ def test_feed_forward_shapes():
     assert core == ()
 
 
+def test_unroll_runs_its_layers_on_one_batch_axis():
+    # Any leading axes (DQN passes [n + 1, B] or [B], without `first`) become one batch for
+    # the layers: a weight gradient then contracts one axis, not two, which XLA's CPU backend
+    # runs about 1.8x faster (algorithms/networks.py, _as_one_batch).
+    net = make_network(NetworkConfig(hidden_sizes=(8, 8)), FLAT, PolicyValueHead(3))
+    params = net.init(jax.random.PRNGKey(0))
+    obs = jax.random.normal(jax.random.PRNGKey(1), (2, 3, 4, 5))
+    (logits, values), _ = net.unroll(params, obs, None, ())
+    assert logits.shape == (2, 3, 4, 3) and values.shape == (2, 3, 4)
+    (flat_logits, flat_values), _ = net.apply(params, obs.reshape(24, 5), (), None)
+    np.testing.assert_array_equal(logits.reshape(24, 3), flat_logits)
+    np.testing.assert_array_equal(values.reshape(24), flat_values)
+
+    def loss(p):
+        (lg, v), _ = net.unroll(p, obs[0], jnp.zeros((3, 4), bool), ())
+        return jnp.sum(lg) + jnp.sum(v)
+
+    dots = [
+        e.params["dimension_numbers"][0][0]
+        for e in jax.make_jaxpr(jax.grad(loss))(params).jaxpr.eqns
+        if e.primitive.name == "dot_general"
+    ]
+    assert dots and all(len(contracting) == 1 for contracting in dots)
+
+
 def test_conv_torso_for_images_and_errors_for_mismatch():
     net = make_network(NetworkConfig(), IMAGE, PolicyValueHead(3))
     params = net.init(jax.random.PRNGKey(0))
