@@ -51,3 +51,28 @@ def test_cost_table_names_the_layout_and_gives_utilisation_against_the_peak():
     assert old.endswith("| 9.9 | 640 | 50,000 | 0.00098 | 50% |")
     fast = bench.cost_table([{**row, "layout": "accelerator"}], peak=1e11).splitlines()[-1]
     assert fast.startswith("| impala (accelerator) | CartPole-v1 | 512 | ")
+
+
+def test_bench_against_cases_name_what_is_wrong():
+    import pytest
+
+    from scripts import bench_against
+
+    assert bench_against.parse_case("ppo:1024") == {
+        "algo": "ppo",
+        "env": "CartPole-v1",
+        "num_envs": 1024,
+        "layout": "cpu",
+    }
+    case = bench_against.parse_case("impala:128:accelerator:Breakout-MinAtar")
+    assert (case["env"], case["layout"]) == ("Breakout-MinAtar", "accelerator")
+    assert bench_against.parse_case("sac:16")["env"] == "Pendulum-v1"
+    for bad, message in [
+        ("ppo", "expected ALGO:ENVS"),
+        ("ppo:many", "expected ALGO:ENVS"),
+        ("ppo:16:gpu", "cpu or accelerator"),
+        ("ppo:16:cpu:Breakout-MinAtar", "no benchmark setup"),
+        ("bc:8", "no benchmark setup"),
+    ]:
+        with pytest.raises(SystemExit, match=message):
+            bench_against.parse_case(bad)

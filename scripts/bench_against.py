@@ -1,0 +1,170 @@
+"""Env steps/s of this working tree against a git revision, interleaved in one run.
+
+    python scripts/bench_against.py HEAD                         # the cases below, 2 devices
+    python scripts/bench_against.py 309f61a --cases ppo:1024 impala:128:cpu:Breakout-MinAtar
+
+Each case (ALGO:ENVS[:LAYOUT[:ENV]], on CartPole-v1 unless named, Pendulum-v1 for SAC) is timed by
+`scripts/bench.py`'s own worker, once with this tree's packages and once with the revision's
+(checked out into a temporary git worktree and put first on the import path), in alternating
+order round by round, so that this machine's drift hits both sides alike. The table gives each
+side's median env steps/s and their ratio. Only the library differs between the sides: both use
+this tree's measuring code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "scripts" / "bench.py"
+sys.path.insert(0, str(ROOT / "scripts"))
+
+DEFAULT_CASES = ["impala:1024", "ppo:1024", "dqn:1024", "r2d2:1024"]
+
+
+def parse_case(text: str) -> dict:
+    """ "ALGO:ENVS[:LAYOUT[:ENV]]" -> the worker's spec fields; SystemExit naming a bad case."""
+    from bench import SETUPS
+
+    parts = text.split(":")
+    if len(parts) not in (2, 3, 4) or not parts[1].isdigit():
+        raise SystemExit(f"--cases {text!r}: expected ALGO:ENVS[:LAYOUT[:ENV]], e.g. ppo:1024")
+    layout = parts[2] if len(parts) > 2 else "cpu"
+    if layout not in ("cpu", "accelerator"):
+        raise SystemExit(f"--cases {text!r}: the layout must be cpu or accelerator")
+    algo = parts[0]
+    env = parts[3] if len(parts) > 3 else ("Pendulum-v1" if algo == "sac" else "CartPole-v1")
+    if (algo, env) not in SETUPS or algo == "bc":
+        known = ", ".join(f"{a}:{e}" for a, e in SETUPS if a != "bc")
+        raise SystemExit(f"--cases {text!r}: no benchmark setup for it; known: {known}")
+    return {"algo": algo, "env": env, "num_envs": int(parts[1]), "layout": layout}
+
+
+def revision_site(rev: str, tmp: Path) -> Path:
+    """A directory that imports `anakin` (with its envs and algorithms) as of `rev`."""
+    tree = tmp / "tree"
+    subprocess.run(
+        ["git", "worktree", "add", "--detach", "--quiet", str(tree), rev], cwd=ROOT, check=True
+    )
+    site = tmp / "site"
+    shutil.copytree(tree / "anakin", site / "anakin")
+    shutil.copytree(tree / "envs", site / "anakin" / "envs")
+    shutil.copytree(tree / "algorithms", site / "anakin" / "algorithms")
+    return site
+
+
+def worker_env(devices: int, site: Path | None) -> dict:
+    env = dict(os.environ)
+    flags = [f for f in env.get("XLA_FLAGS", "").split() if "host_platform_device_count" not in f]
+    env["XLA_FLAGS"] = " ".join([*flags, f"--xla_force_host_platform_device_count={devices}"])
+    if site is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH", "")]))
+    return env
+
+
+def run(spec: dict, env: dict, cwd: str) -> float | None:
+    proc = subprocess.run(  # not from ROOT, whose own anakin/ would come first on the path
+        [sys.executable, str(BENCH), "--worker", "train", json.dumps(spec)],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    if proc.returncode:  # named, and the case left out; the others still run
+        last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        print(f"failed: {spec['algo']} {spec['num_envs']} envs: {last}", file=sys.stderr)
+        return None
+    return json.loads(proc.stdout.strip().splitlines()[-1])["env_sps"]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("rev", help="the git revision to measure against, e.g. HEAD or a commit")
+    p.add_argument("--cases", nargs="+", default=DEFAULT_CASES, help="ALGO:ENVS[:LAYOUT]")
+    p.add_argument("--devices", type=int, default=2, help="forced CPU devices per run")
+    p.add_argument("--rounds", type=int, default=3, help="alternating runs of each side")
+    p.add_argument("--calls", type=int, default=2, help="timed program calls per run")
+    p.add_argument(
+        "--results", default="", help="also write PATH.json and PATH.md (the table, its command)"
+    )
+    args = p.parse_args()
+    cases = [parse_case(c) for c in args.cases]
+    from bench import SETUPS
+
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            site = revision_site(args.rev, Path(tmp))
+            sides = {"this tree": worker_env(args.devices, None)}
+            sides[args.rev] = worker_env(args.devices, site)
+            check = subprocess.run(
+                [sys.executable, "-c", "import anakin.algorithms as a; print(a.__file__)"],
+                env=sides[args.rev],
+                cwd=tmp,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+            if not check.startswith(str(site)):
+                raise SystemExit(f"{args.rev}'s packages did not import first (got {check})")
+            rows, table = (
+                [],
+                [
+                    f"| case | {args.rev} env steps/s | this tree | this tree / {args.rev} |",
+                    "|---|---:|---:|---:|",
+                ],
+            )
+            print("\n".join(table), flush=True)
+            for case in cases:
+                steps = max(SETUPS[(case["algo"], case["env"])][1], 4 * case["num_envs"] * 16)
+                spec = {**case, "devices": args.devices, "rounds": 1, "calls": args.calls}
+                spec["steps_per_call"] = steps
+                times: dict[str, list[float]] = {name: [] for name in sides}
+                for r in range(args.rounds):
+                    order = list(sides) if r % 2 == 0 else list(reversed(sides))
+                    for name in order:
+                        times[name].append(run(spec, sides[name], tmp))
+                    if None in times["this tree"] + times[args.rev]:
+                        break
+                if None in times["this tree"] + times[args.rev]:
+                    continue
+                ours, theirs = (statistics.median(times[n]) for n in sides)
+                rows.append({**spec, "rev": args.rev, "sps": times})
+                name = f"{case['algo']} {case['env']} {case['num_envs']} envs ({case['layout']})"
+                table.append(f"| {name} | {theirs:,.0f} | {ours:,.0f} | {ours / theirs:.2f} |")
+                print(table[-1], flush=True)
+        finally:
+            subprocess.run(
+                ["git", "worktree", "remove", "--force", str(Path(tmp) / "tree")],
+                cwd=ROOT,
+                capture_output=True,
+            )
+    if args.results:
+        import jax
+
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", args.rev], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
+        command = "python scripts/bench_against.py " + " ".join(sys.argv[1:])
+        head = (
+            f"# This tree against {args.rev} ({commit})\n\nWritten by `{command}` on "
+            f"{time.strftime('%Y-%m-%d')} ({os.cpu_count()} CPU cores, JAX {jax.__version__}): "
+            f"env steps/s of each case, median of {args.rounds} alternating runs per side on "
+            f"{args.devices} forced CPU devices, measured by scripts/bench.py's worker.\n\n"
+        )
+        Path(f"{args.results}.md").write_text(head + "\n".join(table) + "\n")
+        doc = {"args": vars(args), "commit": commit, "jax": jax.__version__, "rows": rows}
+        Path(f"{args.results}.json").write_text(json.dumps(doc, indent=2))
+
+
+if __name__ == "__main__":
+    main()
