@@ -26,7 +26,8 @@ Tables:
            devices where present.
   replay   R2D2's replay alone (insert a rollout, sample a batch, write its priorities) per
            second: ours next to flashbax's prioritised trajectory buffer, same sizes.
-  profile  where IMPALA's time goes: the full program, the same without learner updates, and
+  profile  where IMPALA's time goes (`--profile-algos impala ppo`: PPO's too), on
+           `--main-devices` devices: the full program, the same without learner updates, and
            without the network acting (random actions), plus its FLOPs per env step.
   replay_profile  where DQN's and R2D2's time goes on CartPole-v1 at `--cost-envs`
            environments: env steps/s of the whole program and the share of its time that the
@@ -434,22 +435,24 @@ def _program(s, cfg, algo):
 
 
 def measure_profile(spec: dict) -> dict:
-    """IMPALA's time split: full program vs no learner update vs random actions too."""
+    """An on-policy learner's time split on CartPole-v1 (IMPALA's unless `spec` names another):
+    full program vs no learner update vs random actions too."""
     import jax
 
     from anakin import runner
 
-    cfg = make_config("impala", "CartPole-v1", spec["num_envs"], 131_072, "")
-    s = runner.setup("impala", cfg)
+    algo = spec.get("algo", "impala")
+    cfg = make_config(algo, "CartPole-v1", spec["num_envs"], 131_072, "")
+    s = runner.setup(algo, cfg)
     base = s.algorithm
     variants = {
         "full program": base,
         "no learner update": _without_update(base, s.spec.num_actions),
         "no update, random actions": _without_update(base, s.spec.num_actions, True),
     }
-    out = {"num_envs": cfg.arch.num_envs, "devices": len(s.devices)}
-    for name, algo in variants.items():
-        program = _program(s, cfg, algo)
+    out = {"algo": algo, "num_envs": cfg.arch.num_envs, "devices": len(s.devices)}
+    for name, variant in variants.items():
+        program = _program(s, cfg, variant)
         holder = {"state": program.init(0)}
         compiled = program.compile(holder["state"])
         if name == "full program":  # XLA's cost analysis counts a loop body once: not it
@@ -714,6 +717,13 @@ def main() -> None:
         default=["main", "scaling", "replay", "profile"],
         choices=["main", "scaling", "replay", "profile", "replay_profile", "cost"],
     )
+    p.add_argument(
+        "--profile-algos",
+        nargs="+",
+        default=["impala"],
+        choices=["impala", "ppo"],
+        help="whose time split `profile` measures",
+    )
     p.add_argument("--cost-envs", type=int, nargs="+", default=[32, 256, 1024, 4096])
     p.add_argument("--cost-algos", nargs="+", default=["impala", "ppo", "dqn", "r2d2"])
     p.add_argument(
@@ -809,16 +819,20 @@ def main() -> None:
             )
 
     if "profile" in args.only:
-        rows = [run_worker("profile", {"num_envs": n, **timing}, 1) for n in (64, 1024)]
+        rows = [
+            run_worker("profile", {"algo": algo, "num_envs": n, **timing}, args.main_devices)
+            for algo in args.profile_algos
+            for n in (64, 1024)
+        ]
         results["profile"] = rows
         print(
-            "\n| IMPALA CartPole envs | full program | no learner update | no update, random "
+            "\n| algorithm | CartPole envs | full program | no learner update | no update, random "
             "actions | FLOPs/env step |"
         )
-        print("|---:|---:|---:|---:|---:|")
+        print("|---|---:|---:|---:|---:|---:|")
         for r in rows:
             print(
-                f"| {r['num_envs']} | {fmt(r['full program'])} | "
+                f"| {r['algo']} | {r['num_envs']} | {fmt(r['full program'])} | "
                 f"{fmt(r['no learner update'])} | {fmt(r['no update, random actions'])} | "
                 f"{r['flops_per_env_step']:,.0f} |"
             )

@@ -302,6 +302,7 @@ def bench_section(name: str, doc: dict[str, Any]) -> list[str]:
         xla = "bytes_per_env_step" in doc["profile"][0]
         rows = [
             [
+                r.get("algo", "impala"),  # files written before PPO's profile: IMPALA's
                 str(r["num_envs"]),
                 str(r["devices"]),
                 f"{r['flops_per_env_step']:,.0f}",
@@ -310,9 +311,9 @@ def bench_section(name: str, doc: dict[str, Any]) -> list[str]:
             for r in doc["profile"]
         ]
         flops = "XLA cost analysis FLOPs/env step (loop bodies once)" if xla else "FLOPs/env step"
-        header = ["envs", "devices", flops, *keys]
-        caption = "Where IMPALA's time goes (`profile`, env steps/s of each program):"
-        lines += block(caption, header, "r" * len(header), rows)
+        header = ["algorithm", "envs", "devices", flops, *keys]
+        caption = "Where the time goes (`profile`, CartPole-v1, env steps/s of each program):"
+        lines += block(caption, header, "l" + "r" * (len(header) - 1), rows)
     if doc.get("replay_profile"):
         caption = (
             "Where the replay learners' time goes (`replay_profile`, CartPole-v1): the share of "
@@ -353,7 +354,7 @@ def bench_section(name: str, doc: dict[str, Any]) -> list[str]:
     return lines[:-1] if lines[-1] == "" else lines
 
 
-PROFILE_SHAPE = ("num_envs", "devices", "flops_per_env_step", "bytes_per_env_step")
+PROFILE_SHAPE = ("algo", "num_envs", "devices", "flops_per_env_step", "bytes_per_env_step")
 
 
 def purejaxrl_section(name: str, doc: dict[str, Any]) -> list[str]:
