@@ -212,6 +212,22 @@ def describe_layout(algo: str, layout: str) -> str:
     return f"layout: cpu ({why}; {algo} has no accelerator layout yet)"
 
 
+def _layout_value(algo: str, layout: str, dotted: str) -> Any:
+    """What `layout` alone sets `dotted` ("algo.x.y") to: the accelerator layout's value, else
+    the algorithm config's default (the default preset's); a placeholder that equals nothing for
+    settings outside `algo.`."""
+    entry = algorithms.get(algo)
+    if layout == "accelerator" and dotted in entry.accelerator:
+        return entry.accelerator[dotted]
+    section, _, rest = dotted.partition(".")
+    if section != "algo":
+        return object()
+    value: Any = entry.config_cls()
+    for name in rest.split("."):
+        value = getattr(value, name)
+    return value
+
+
 def resolve(algo: str, *, force: bool = False, **request: Any) -> Launch:
     """`resolve_config`, then every check a run needs before it is compiled: a resume's
     changes (refused unless `force`, see `anakin.rundir.check_resume`), reporting sinks, the
@@ -252,6 +268,11 @@ def resolve(algo: str, *, force: bool = False, **request: Any) -> Launch:
         note = describe_layout(algo, layout)
         prepared = prepared._replace(notes=(note, *prepared.notes))
         for what, settings in spec_settings(algo, request.get("preset"), explicit, prepared.spec):
+            settings = {  # only what differs from the layout's own value is news
+                k: v for k, v in settings.items() if v != _layout_value(algo, layout, k)
+            }
+            if not settings:
+                continue
             changed = ", ".join(f"{k}={v}" for k, v in settings.items())
             note = f"{what}, on top of the layout: {changed} (set them to choose)"
             prepared = prepared._replace(notes=(*prepared.notes, note))
