@@ -443,6 +443,14 @@ FIELDS: dict[str, Range | Count] = {
 }
 
 
+def get_dotted(cfg: Any, dotted: str) -> Any:
+    """The value at a dotted name ("algo.network.activation") of a config, or None where a part
+    is missing."""
+    for part in dotted.split("."):
+        cfg = getattr(cfg, part, None)
+    return cfg
+
+
 def field_entry(dotted: str) -> Range | Count | None:
     """`FIELDS`' entry for a field's dotted name: that of its most specific suffix, or None."""
     parts = dotted.split(".")

@@ -28,7 +28,7 @@ import numpy as np
 
 from anakin import algorithms
 from anakin import devices as dev
-from anakin.config import TrainConfig, check_fields, differences
+from anakin.config import TrainConfig, check_fields, differences, get_dotted
 from anakin.rundir import (
     Resume,
     check_device_count,
@@ -214,18 +214,13 @@ def describe_layout(algo: str, layout: str) -> str:
 
 def _layout_value(algo: str, layout: str, dotted: str) -> Any:
     """What `layout` alone sets `dotted` ("algo.x.y") to: the accelerator layout's value, else
-    the algorithm config's default (the default preset's); a placeholder that equals nothing for
-    settings outside `algo.`."""
+    the algorithm config's default (the default preset's); None outside `algo.`."""
     entry = algorithms.get(algo)
     if layout == "accelerator" and dotted in entry.accelerator:
         return entry.accelerator[dotted]
-    section, _, rest = dotted.partition(".")
-    if section != "algo":
-        return object()
-    value: Any = entry.config_cls()
-    for name in rest.split("."):
-        value = getattr(value, name)
-    return value
+    if not dotted.startswith("algo."):
+        return None
+    return get_dotted(entry.config_cls(), dotted.removeprefix("algo."))
 
 
 def resolve(algo: str, *, force: bool = False, **request: Any) -> Launch:

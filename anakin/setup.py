@@ -27,6 +27,7 @@ from anakin.config import (
     count_runs,
     expand_runs,
     field_entry,
+    get_dotted,
     parse_sweeps,
     to_dict,
 )
@@ -345,9 +346,9 @@ def fit_to_devices(algo_name: str, cfg: TrainConfig, explicit: frozenset[str] | 
                 beyond = e
             continue
         changed = [
-            f"{name} {_get(cfg, name)} -> {_get(fitted, name)}"
+            f"{name} {get_dotted(cfg, name)} -> {get_dotted(fitted, name)}"
             for name in FITTED
-            if _get(cfg, name) != _get(fitted, name)
+            if get_dotted(cfg, name) != get_dotted(fitted, name)
         ]
         note = (
             f"fitted to {num_devices} devices: {', '.join(changed)} (set them to choose; "
@@ -357,12 +358,6 @@ def fit_to_devices(algo_name: str, cfg: TrainConfig, explicit: frozenset[str] | 
     # Counts that divide then meet another refusal (say SAC on discrete actions): that one is
     # what the user must fix, not the count the fit would have changed.
     raise beyond if beyond is not None and "devices" in str(first) else first
-
-
-def _get(cfg: Any, dotted: str) -> Any:
-    for part in dotted.split("."):
-        cfg = getattr(cfg, part, None)
-    return cfg
 
 
 def _round_up(value: int, multiple: int) -> int:
