@@ -74,6 +74,12 @@ SETUPS = {
 }
 
 
+def cost_steps(algo: str, env: str, num_envs: int) -> int:
+    """Env steps per program call when `algo` runs `num_envs` environments: its setup's, or
+    enough for at least 4 updates of rollouts up to 16 long."""
+    return max(SETUPS[(algo, env)][1], 4 * num_envs * 16)
+
+
 # --- one measurement (runs in a worker process) ----------------------------------------------
 
 
@@ -860,7 +866,7 @@ def main() -> None:
                 if layout == "accelerator" and not algorithms.get(algo).accelerator:
                     continue  # no such layout: the CPU one is the only one
                 env = "Pendulum-v1" if algo == "sac" else "CartPole-v1"
-                steps = max(SETUPS[(algo, env)][1], 4 * n * 16)  # at least 4 updates per call
+                steps = cost_steps(algo, env, n)
                 spec = {"algo": algo, "env": env, "devices": d, "num_envs": n, **timing}
                 spec |= {"steps_per_call": steps, "layout": layout}
                 rows.append(run_worker("train", spec, d))

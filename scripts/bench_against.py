@@ -14,6 +14,7 @@ this tree's measuring code.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -22,6 +23,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,17 +52,32 @@ def parse_case(text: str) -> dict:
     return {"algo": algo, "env": env, "num_envs": int(parts[1]), "layout": layout}
 
 
-def revision_site(rev: str, tmp: Path) -> Path:
-    """A directory that imports `anakin` (with its envs and algorithms) as of `rev`."""
-    tree = tmp / "tree"
-    subprocess.run(
-        ["git", "worktree", "add", "--detach", "--quiet", str(tree), rev], cwd=ROOT, check=True
-    )
-    site = tmp / "site"
-    shutil.copytree(tree / "anakin", site / "anakin")
-    shutil.copytree(tree / "envs", site / "anakin" / "envs")
-    shutil.copytree(tree / "algorithms", site / "anakin" / "algorithms")
-    return site
+@contextlib.contextmanager
+def revision(rev: str) -> Iterator[Path]:
+    """A directory that imports `anakin` (its envs and algorithms included) as of `rev`, laid
+    out as that revision's pyproject.toml maps its packages; the checkout is removed after."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tree, site = Path(tmp) / "tree", Path(tmp) / "site"
+        add = ["git", "worktree", "add", "--detach", "--quiet", str(tree), rev]
+        if subprocess.run(add, cwd=ROOT, capture_output=True).returncode:
+            raise SystemExit(f"{rev!r} is not a revision of this repository")
+        try:
+            setup = tomllib.loads((tree / "pyproject.toml").read_text())["tool"]["setuptools"]
+            for package, folder in setup["package-dir"].items():
+                shutil.copytree(tree / folder, site.joinpath(*package.split(".")))
+            check = subprocess.run(  # not from ROOT, whose own anakin/ would come first
+                [sys.executable, "-c", "import anakin.algorithms as a; print(a.__file__)"],
+                env=worker_env(1, site),
+                cwd=tmp,
+                capture_output=True,
+                text=True,
+            ).stdout
+            if not check.startswith(str(site)):
+                raise SystemExit(f"{rev}'s packages did not import first (got {check!r})")
+            yield site
+        finally:
+            remove = ["git", "worktree", "remove", "--force", str(tree)]
+            subprocess.run(remove, cwd=ROOT, capture_output=True)
 
 
 def worker_env(devices: int, site: Path | None) -> dict:
@@ -99,55 +117,34 @@ def main() -> None:
     )
     args = p.parse_args()
     cases = [parse_case(c) for c in args.cases]
-    from bench import SETUPS
+    from bench import cost_steps
 
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
-            site = revision_site(args.rev, Path(tmp))
-            sides = {"this tree": worker_env(args.devices, None)}
-            sides[args.rev] = worker_env(args.devices, site)
-            check = subprocess.run(
-                [sys.executable, "-c", "import anakin.algorithms as a; print(a.__file__)"],
-                env=sides[args.rev],
-                cwd=tmp,
-                capture_output=True,
-                text=True,
-                check=True,
-            ).stdout
-            if not check.startswith(str(site)):
-                raise SystemExit(f"{args.rev}'s packages did not import first (got {check})")
-            rows, table = (
-                [],
-                [
-                    f"| case | {args.rev} env steps/s | this tree | this tree / {args.rev} |",
-                    "|---|---:|---:|---:|",
-                ],
-            )
-            print("\n".join(table), flush=True)
-            for case in cases:
-                steps = max(SETUPS[(case["algo"], case["env"])][1], 4 * case["num_envs"] * 16)
-                spec = {**case, "devices": args.devices, "rounds": 1, "calls": args.calls}
-                spec["steps_per_call"] = steps
-                times: dict[str, list[float]] = {name: [] for name in sides}
-                for r in range(args.rounds):
-                    order = list(sides) if r % 2 == 0 else list(reversed(sides))
-                    for name in order:
-                        times[name].append(run(spec, sides[name], tmp))
-                    if None in times["this tree"] + times[args.rev]:
-                        break
+    with revision(args.rev) as site, tempfile.TemporaryDirectory() as cwd:
+        sides = {"this tree": worker_env(args.devices, None)}
+        sides[args.rev] = worker_env(args.devices, site)
+        rows: list[dict] = []
+        table = [
+            f"| case | {args.rev} env steps/s | this tree | this tree / {args.rev} |",
+            "|---|---:|---:|---:|",
+        ]
+        print("\n".join(table), flush=True)
+        for case in cases:
+            spec = {**case, "devices": args.devices, "rounds": 1, "calls": args.calls}
+            spec["steps_per_call"] = cost_steps(case["algo"], case["env"], case["num_envs"])
+            times: dict[str, list[float | None]] = {name: [] for name in sides}
+            for r in range(args.rounds):
+                order = list(sides) if r % 2 == 0 else list(reversed(sides))
+                for name in order:
+                    times[name].append(run(spec, sides[name], cwd))
                 if None in times["this tree"] + times[args.rev]:
-                    continue
-                ours, theirs = (statistics.median(times[n]) for n in sides)
-                rows.append({**spec, "rev": args.rev, "sps": times})
-                name = f"{case['algo']} {case['env']} {case['num_envs']} envs ({case['layout']})"
-                table.append(f"| {name} | {theirs:,.0f} | {ours:,.0f} | {ours / theirs:.2f} |")
-                print(table[-1], flush=True)
-        finally:
-            subprocess.run(
-                ["git", "worktree", "remove", "--force", str(Path(tmp) / "tree")],
-                cwd=ROOT,
-                capture_output=True,
-            )
+                    break
+            if None in times["this tree"] + times[args.rev]:
+                continue
+            ours, theirs = (statistics.median(times[n]) for n in sides)
+            rows.append({**spec, "rev": args.rev, "sps": times})
+            name = f"{case['algo']} {case['env']} {case['num_envs']} envs ({case['layout']})"
+            table.append(f"| {name} | {theirs:,.0f} | {ours:,.0f} | {ours / theirs:.2f} |")
+            print(table[-1], flush=True)
     if args.results:
         import jax
 

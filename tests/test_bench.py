@@ -76,3 +76,30 @@ def test_bench_against_cases_name_what_is_wrong():
     ]:
         with pytest.raises(SystemExit, match=message):
             bench_against.parse_case(bad)
+
+
+def test_bench_against_imports_the_revision_and_removes_its_checkout():
+    import subprocess
+
+    import pytest
+
+    from scripts import bench_against
+
+    def worktrees() -> str:
+        return subprocess.run(
+            ["git", "worktree", "list"], cwd=bench_against.ROOT, capture_output=True, text=True
+        ).stdout
+
+    inside = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=bench_against.ROOT, capture_output=True
+    )
+    if inside.returncode:
+        pytest.skip("not a git checkout")
+    before = worktrees()
+    with bench_against.revision("HEAD") as site:  # raises unless its packages import first
+        assert (site / "anakin" / "algorithms" / "networks.py").is_file()
+        assert (site / "anakin" / "envs").is_dir()
+    assert not site.exists() and worktrees() == before
+    with pytest.raises(SystemExit, match="not a revision"):
+        with bench_against.revision("no-such-revision"):
+            pass
