@@ -559,12 +559,19 @@ PRESETS: dict[str, tuple[PPOConfig, ArchConfig]] = {
 # against 2.9-6.2x) and learns every task; at a quarter of the CPU layout's sequential steps,
 # 128 environments came within 1.6x but ended one DiscountingChain seed of four on the 1.0 arm.
 # The learning rate is 3x the CPU layout's: at 1e-3, 512 environments left 2 of 4 seeds short on
-# DiscountingChain (large_batch_ppo.md).
+# DiscountingChain (large_batch_ppo.md). Adam's epsilon is 100x the CPU layout's, so that a task
+# once learnt stays learnt: at 1e-5, 3 of 16 DeepSea seeds that had solved it fell back to 0
+# over 1.2M env steps (2 stayed there), each fall one update whose approximate KL was near 0.75
+# after a long stretch of near-zero gradients, where Adam's second-moment estimate had decayed so
+# far that the first sizeable gradient moved every weight by several learning rates; at 1e-3
+# none of the 16 fell, at 1e-4 one did. It costs 0-30% more env steps to threshold on the
+# large-batch suite, every final score kept (large_batch_ppo_eps.md, docs/gpu.md#layouts).
 ACCELERATOR = {
     "arch.num_envs": 256,
     "arch.rollout_length": 16,
     "algo.num_minibatches": 4,
     "algo.learning_rate": 3e-3,
+    "algo.adam_eps": 1e-3,
 }
 
 # Continuous actions (the default preset's, on either layout; these replace the accelerator
@@ -573,11 +580,14 @@ ACCELERATOR = {
 # Pendulum's large returns dominates the shared clip and the policy barely moves. Measured on
 # both continuous rows of the reference table (scripts/results/reference_gymnax.md) and the
 # continuous suite (suite_cpu_continuous.md); on the accelerator layout MountainCarContinuous
-# learns at this learning rate only (the reasons in docs/suite.md#what-the-sweeps-found).
+# learns at this learning rate only (the reasons in docs/suite.md#what-the-sweeps-found). Adam's
+# epsilon stays at 1e-5 on either layout: the accelerator layout's 1e-3 needed 1.6x the env steps
+# to Pendulum's threshold and ended it at -169 against -150 (large_batch_ppo_eps_continuous.md).
 CONTINUOUS = {
     "algo.normalize_values": True,
     "algo.max_grad_norm": 5.0,
     "algo.learning_rate": 5e-4,
+    "algo.adam_eps": 1e-5,
 }
 
 # Image observations (the default preset's): ReLU in place of the tanh of the vector defaults,
@@ -591,12 +601,15 @@ CONTINUOUS = {
 # rises from 40.8 to 46.6, one seed of four stuck at 9.5 (scripts/results/reference_gymnax.md;
 # docs/suite.md has the history). On the accelerator layout they keep its learning rate of 3e-3:
 # at 3M env steps (4 seeds) it ended Breakout at 18.4 and SpaceInvaders at 152 (the CPU layout:
-# 21.9 and 124), where 1e-3 ended them at 15.5 and 121 (scripts/results/large_batch_images.md).
+# 21.9 and 124), where 1e-3 ended them at 15.5 and 121 (scripts/results/large_batch_images.md),
+# with Adam's epsilon at 1e-5, which they keep: the accelerator layout's 1e-3 was measured on
+# vector observations only.
 IMAGES = {
     "algo.network.activation": "relu",
     "algo.shared_torso": True,
     "algo.num_epochs": 2,
     "algo.entropy_cost": 0.03,
+    "algo.adam_eps": 1e-5,
 }
 
 ENTRY = AlgorithmEntry(

@@ -3,6 +3,8 @@
     python scripts/stability.py                          # every candidate below
     python scripts/stability.py --only impala            # candidates whose name has this
     python scripts/stability.py --budget 1500000 --num-seeds 4
+    python scripts/stability.py --env DeepSea-bsuite --threshold 0.891 --only "ppo accelerator" \
+        --results scripts/results/stability_deepsea          # another task: give its threshold
 
 Each candidate is one `anakin train` command (its flags on the algorithm's default preset;
 `--sweep` crosses settings with the seeds in the same program) run for 10x the published
@@ -11,7 +13,7 @@ CartPole budget (150k env steps, gymnax's reference table). Read from metrics.js
 
 - `below half`: the share of call means after the first --settle env steps that fall below
   half the best call mean of any run of the command (a learned task that is lost again);
-- `to 475`: env steps until the call mean first reaches 475;
+- `to 475`: env steps until the call mean first reaches --threshold (475: CartPole's);
 - `worst`: the lowest call mean after --settle; `final eval`: the greedy evaluation at the end.
 
 Writes scripts/results/stability.{json,md}; the per-run call means are kept in the JSON.
@@ -29,8 +31,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
-TASK = "CartPole-v1"
 
 # IMPALA's defaults before this sweep: 8 minibatches per rollout, Acme's Adam b2 of 0.99.
 BEFORE = ["--algo.num-sgd-steps-per-step", "8", "--algo.adam-b2", "0.99"]
@@ -82,6 +82,14 @@ CANDIDATES = {
         ],
     ),
     "ppo": ("ppo", []),
+    "ppo accelerator": ("ppo", ["--arch.layout", "accelerator"]),
+    # Adam's epsilon before it became the layout's 1e-3: at 1e-5 seeds fell back to 0 on DeepSea
+    # after learning it, each fall one update with an approximate KL near 0.75 after a long
+    # stretch of near-zero gradients (algorithms/ppo.py, docs/gpu.md#layouts).
+    "ppo accelerator, adam eps": (
+        "ppo",
+        ["--arch.layout", "accelerator", "--sweep", "algo.adam_eps=1e-5,1e-4"],
+    ),
     "dqn": ("dqn", []),
     # Sooner to 475 than the published 150k budget? (the defaults: the "dqn" row)
     "dqn lr": ("dqn", ["--sweep", "algo.learning_rate=2e-3,3e-3"]),
@@ -129,7 +137,7 @@ def train(name: str, algo: str, flags: list[str], args: argparse.Namespace, runs
     run_name = name.replace(" ", "-")
     upc = updates_per_call(algo, _without_sweep(flags), args.per_call)
     argv = [
-        sys.executable, "-m", "anakin.cli", "train", algo, "--env", TASK, *flags,
+        sys.executable, "-m", "anakin.cli", "train", algo, "--env", args.env, *flags,
         "--num-seeds", str(args.num_seeds), "--arch.total-env-steps", str(args.budget),
         "--arch.updates-per-call", str(upc), "--quiet", "--checkpoint.no-enabled",
         "--out", str(runs), "--run-name", run_name,
@@ -167,7 +175,7 @@ def train(name: str, algo: str, flags: list[str], args: argparse.Namespace, runs
     }
 
 
-def judge(result: dict, settle: int) -> list[dict]:
+def judge(result: dict, settle: int, threshold: float = 475) -> list[dict]:
     """One row per setting of a command: its seeds pooled."""
     runs = result["per_run"]
     best = max(m for r in runs for _, m in r["calls"] if m is not None)
@@ -177,7 +185,7 @@ def judge(result: dict, settle: int) -> list[dict]:
         late = [m for r in mine for s, m in r["calls"] if s > settle and m is not None]
         reach = []
         for r in mine:
-            hit = next((s for s, m in r["calls"] if m is not None and m >= 475), None)
+            hit = next((s for s, m in r["calls"] if m is not None and m >= threshold), None)
             reach.append(hit)
         reached = [h for h in reach if h is not None]
         rows.append(
@@ -188,7 +196,7 @@ def judge(result: dict, settle: int) -> list[dict]:
                 "below_half": sum(m < best / 2 for m in late) / max(1, len(late)),
                 "worst": min(late) if late else None,
                 "reached": len(reached),
-                "median_to_475": statistics.median(reached) if reached else None,
+                "median_to_threshold": statistics.median(reached) if reached else None,
                 "evals": [r["eval"] for r in mine],
                 "sps": result["sps"],
             }
@@ -196,29 +204,40 @@ def judge(result: dict, settle: int) -> list[dict]:
     return rows
 
 
+def _fmt(value: float | None) -> str:
+    """A return as the table shows it: whole numbers from 100 up, 3 significant digits below."""
+    if value is None:
+        return "-"
+    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
 def table(doc: dict) -> list[str]:
     """The markdown table of a result file (`{"stability": ..., "rows": [...], ...}`)."""
     meta, rows = doc["stability"], doc["rows"]
+    task, threshold = meta.get("env", "CartPole-v1"), f"{meta.get('threshold', 475):g}"
     out = [
-        f"Written by `{meta['command']}` ({meta['cpu_count']} CPU cores): {TASK}, "
+        f"Written by `{meta['command']}` ({meta['cpu_count']} CPU cores): {task}, "
         f"{meta['budget']:,} env steps per run, {meta['num_seeds']} seeds. Each command trains "
         "the algorithm's default preset with the flags shown, its seeds (and any sweep) in one "
         f"program. `below half`: the share of per-seed call means after the first "
         f"{meta['settle']:,} env steps below half the best call mean of the command; `worst`: "
-        "the lowest of them; `to 475`: median env steps until a seed's call mean first reaches "
-        "475 (of the seeds that did); `final eval`: each seed's greedy evaluation at the end; "
+        f"the lowest of them; `to {threshold}`: median env steps until a seed's call mean first "
+        f"reaches {threshold} (of the seeds that did); `final eval`: each seed's greedy "
+        "evaluation at the end; "
         "env steps/s: the whole program's, all of its runs together (rows of one sweep share it; "
         "compare it only between rows measured alike, as it also falls when another job runs "
         "beside).",
         "",
-        "| command | setting | below half | worst | reached 475 | to 475 | final eval | "
+        f"| command | setting | below half | worst | reached {threshold} | to {threshold} | "
+        "final eval | "
         "env steps/s |",
         "|---|---|---:|---:|---:|---:|---|---:|",
     ]
     for r in rows:
-        evals = " ".join(f"{e:.0f}" if e is not None else "-" for e in r["evals"])
-        worst = f"{r['worst']:.0f}" if r["worst"] is not None else "-"
-        to = f"{r['median_to_475']:,.0f}" if r["median_to_475"] is not None else "-"
+        evals = " ".join(_fmt(e) for e in r["evals"])
+        worst = _fmt(r["worst"])
+        to = r.get("median_to_threshold", r.get("median_to_475"))  # the key's earlier name
+        to = f"{to:,.0f}" if to is not None else "-"
         out.append(
             f"| {r['name']} | {r['setting']} | {r['below_half']:.1%} | {worst} | "
             f"{r['reached']}/{r['seeds']} | {to} | {evals} | {r['sps']:,.0f} |"
@@ -233,6 +252,8 @@ def markdown(doc: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", default=[])
+    parser.add_argument("--env", default="CartPole-v1")
+    parser.add_argument("--threshold", type=float, default=475.0)
     parser.add_argument("--budget", type=int, default=1_500_000)
     parser.add_argument("--settle", type=int, default=500_000)
     parser.add_argument("--num-seeds", type=int, default=4)
@@ -260,7 +281,7 @@ def main() -> None:
             if "error" in result:
                 print(f"{name}: {result['error']}", flush=True)
                 continue
-            for row in judge(result, args.settle):
+            for row in judge(result, args.settle, args.threshold):
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     if args.merge and Path(f"{args.results}.json").exists():
@@ -269,7 +290,12 @@ def main() -> None:
         results = [r for r in kept if r["name"] not in done] + results
         order = list(CANDIDATES)
         results.sort(key=lambda r: order.index(r["name"]) if r["name"] in order else len(order))
-        rows = [row for r in results if "error" not in r for row in judge(r, args.settle)]
+        rows = [
+            row
+            for r in results
+            if "error" not in r
+            for row in judge(r, args.settle, args.threshold)
+        ]
     meta = {
         **{k: v for k, v in vars(args).items() if k not in ("results", "only", "exact", "merge")},
         "cpu_count": os.cpu_count(),

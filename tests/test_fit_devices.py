@@ -185,6 +185,7 @@ def test_the_accelerator_layout_changes_the_default_preset_and_keeps_what_you_se
     arch, algo = fast.cfg.arch, fast.cfg.algo
     assert (arch.layout, arch.envs_per_device, arch.num_envs) == ("accelerator", 0, 256)
     assert (arch.rollout_length, algo.num_minibatches) == (16, 4)
+    assert (algo.learning_rate, algo.adam_eps) == (3e-3, 1e-3)  # the CPU layout's: 1e-3, 1e-5
     # 256 in all on any device count: what was measured learns alike (4 devices here).
     assert launch.resolve("ppo", flags=["--arch.layout", "accelerator"]).cfg.arch.num_envs == 256
     per_device = ["--arch.layout", "accelerator", "--arch.envs-per-device", "64"]
@@ -201,6 +202,15 @@ def test_the_accelerator_layout_changes_the_default_preset_and_keeps_what_you_se
     assert got == (512, 8, 8)  # a quarter of the CPU layout's sequential SGD steps per env step
     with pytest.raises(ValueError, match=r"preset 'minatar' keeps its own layout"):
         launch.resolve("impala", preset="minatar", flags=["--arch.layout", "accelerator"])
+    sac = launch.resolve("sac", flags=["--arch.layout", "accelerator", "--env", "Pendulum-v1"])
+    sac_cpu = launch.resolve("sac", flags=["--env", "Pendulum-v1"])
+    per_env_step = [
+        r.cfg.algo.sgd_steps_per_update(r.cfg.arch)
+        / (r.cfg.arch.num_envs * r.cfg.arch.rollout_length)
+        for r in (sac, sac_cpu)
+    ]
+    assert (sac.cfg.arch.num_envs, sac.cfg.algo.batch_size) == (64, 512)
+    assert per_env_step == [0.25, 1.0]  # a quarter of the CPU layout's sequential SGD steps
     for algo in ("dqn", "r2d2"):
         with pytest.raises(ValueError, match=rf"{algo} has no accelerator layout yet"):
             launch.resolve(algo, flags=["--arch.layout", "accelerator"])
@@ -249,6 +259,10 @@ def test_image_observations_take_the_default_presets_image_settings():
     assert mine.cfg.algo.num_epochs == 4 and mine.cfg.algo.shared_torso
     tiny = launch.resolve("ppo", preset="tiny", flags=["--env", "Breakout-MinAtar"])
     assert not tiny.cfg.algo.shared_torso
+    # PPO's accelerator layout keeps Adam's epsilon of 1e-5 on images (and continuous actions).
+    for env in ("Breakout-MinAtar", "Pendulum-v1"):
+        fast = launch.resolve("ppo", flags=["--arch.layout", "accelerator", "--env", env]).cfg
+        assert (fast.arch.num_envs, fast.algo.adam_eps) == (256, 1e-5)
     # IMPALA's accelerator layout keeps the CPU layout's learning rate on images only.
     flags = ["--arch.layout", "accelerator", "--env"]
     breakout = launch.resolve("impala", flags=[*flags, "Breakout-MinAtar"])
