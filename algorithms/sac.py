@@ -502,6 +502,25 @@ PRESETS: dict[str, tuple[SACConfig, ArchConfig]] = {
     ),
 }
 
+# The accelerator layout (`arch.layout`), on top of the default preset: 64 environments in all and
+# batches of 512 at the same samples per insert, so a quarter of the CPU layout's sequential SGD
+# steps per env step (its one SGD step per env step is what SAC's time goes to: latency, not
+# arithmetic). Chosen on the continuous suite (4 seeds, budgets 4x and 8x the CPU layout's;
+# scripts/results/large_batch_sac.md, docs/gpu.md#layouts): it learns Pendulum as the CPU layout
+# does (-154 both) with 3.2x its env steps to the threshold (25,600 against 8,000, read every
+# 2,560 and 640 env steps; 12,800 of them are the first episodes of 64 environments, 200 steps
+# each), and neither layout learns MountainCarContinuous; 128 environments and batches of 1,024
+# doubled the env steps again. Its default budget is 4x the CPU layout's.
+ACCELERATOR = {
+    "arch.num_envs": 64,
+    "arch.total_env_steps": 200_000,
+    "algo.batch_size": 512,
+}
+
 ENTRY = AlgorithmEntry(
-    config_cls=SACConfig, make=make_sac, presets=PRESETS, notices=SACConfig.notices
+    config_cls=SACConfig,
+    make=make_sac,
+    presets=PRESETS,
+    notices=SACConfig.notices,
+    accelerator=ACCELERATOR,
 )
