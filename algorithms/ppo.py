@@ -560,11 +560,12 @@ PRESETS: dict[str, tuple[PPOConfig, ArchConfig]] = {
 # 128 environments came within 1.6x but ended one DiscountingChain seed of four on the 1.0 arm.
 # The learning rate is 3x the CPU layout's: at 1e-3, 512 environments left 2 of 4 seeds short on
 # DiscountingChain (large_batch_ppo.md). Adam's epsilon is 100x the CPU layout's, so that a task
-# once learnt stays learnt: at 1e-5, 3 of 16 DeepSea seeds that had solved it fell back to 0
-# over 1.2M env steps (2 stayed there), each fall one update whose approximate KL was near 0.75
-# after a long stretch of near-zero gradients, where Adam's second-moment estimate had decayed so
-# far that the first sizeable gradient moved every weight by several learning rates; at 1e-3
-# none of the 16 fell, at 1e-4 one did. It costs 0-30% more env steps to threshold on the
+# once learnt stays learnt: over 1.2M env steps of DeepSea (16 seeds, stability_deepsea.md), at
+# 1e-5 12.5% of the calls after the first 200k fell below half the best and 3 seeds that had
+# solved it ended at 0, each fall one update whose approximate KL was near 0.75 after a long
+# stretch of near-zero gradients, where Adam's second-moment estimate had decayed so far that
+# the first sizeable gradient moved every weight by several learning rates; at 1e-4 0.4% (every
+# seed ended solved), at 1e-3 none. It costs 0-30% more env steps to threshold on the
 # large-batch suite, every final score kept (large_batch_ppo_eps.md, docs/gpu.md#layouts).
 ACCELERATOR = {
     "arch.num_envs": 256,
