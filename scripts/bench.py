@@ -161,6 +161,10 @@ def make_config(
         algo_cfg = dataclasses.replace(
             algo_cfg, min_replay_size=algo_cfg.batch_size, replay_capacity=capacity
         )
+    if algo in ("dqn", "sac") and algo_cfg.replay_capacity % num_envs:
+        # As the command fits a preset to its devices: whole rows of transitions per environment.
+        capacity = algo_cfg.replay_capacity - algo_cfg.replay_capacity % num_envs
+        algo_cfg = dataclasses.replace(algo_cfg, replay_capacity=capacity)
     if algo == "bc":
         updates = 10
     else:
