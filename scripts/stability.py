@@ -93,6 +93,8 @@ CANDIDATES = {
     "dqn": ("dqn", []),
     # Sooner to 475 than the published 150k budget? (the defaults: the "dqn" row)
     "dqn lr": ("dqn", ["--sweep", "algo.learning_rate=2e-3,3e-3"]),
+    # Adam's epsilon: Rainbow's 1.5e-4 and Dopamine's 3.125e-4 (0.01 / 32) against Acme's 1e-8.
+    "dqn adam eps": ("dqn", ["--sweep", "algo.adam_eps=1.5e-4,3.125e-4"]),
     "r2d2": ("r2d2", []),
     # DQN's nearest accelerator candidate (scripts/results/large_batch_dqn_4.md): 512
     # environments, batches of 512, target copies every 50 SGD steps.
@@ -284,8 +286,12 @@ def main() -> None:
             for row in judge(result, args.settle, args.threshold):
                 rows.append(row)
                 print(json.dumps(row), flush=True)
+    this = shlex.join(["python", "scripts/stability.py", *sys.argv[1:]])
+    command = this
     if args.merge and Path(f"{args.results}.json").exists():
-        kept = json.loads(Path(f"{args.results}.json").read_text())["runs"]
+        before = json.loads(Path(f"{args.results}.json").read_text())
+        kept = before["runs"]
+        command = f"{before['stability']['command']}, then {this} (replacing the runs it ran)"
         done = {r["name"] for r in results}
         results = [r for r in kept if r["name"] not in done] + results
         order = list(CANDIDATES)
@@ -299,9 +305,7 @@ def main() -> None:
     meta = {
         **{k: v for k, v in vars(args).items() if k not in ("results", "only", "exact", "merge")},
         "cpu_count": os.cpu_count(),
-        "command": shlex.join(
-            ["python", "scripts/stability.py", *([] if args.merge else sys.argv[1:])]
-        ),
+        "command": command,
     }
     doc = {"stability": meta, "rows": rows, "runs": results}
     Path(f"{args.results}.json").write_text(json.dumps(doc) + "\n")
