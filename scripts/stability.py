@@ -81,6 +81,12 @@ CANDIDATES = {
             *("--sweep", "algo.entropy_cost=0.03,0.01"),
         ],
     ),
+    "impala accelerator": ("impala", ["--arch.layout", "accelerator"]),
+    # Does a larger Adam epsilon steady it as it did PPO's accelerator layout on DeepSea?
+    "impala accelerator, adam eps": (
+        "impala",
+        ["--arch.layout", "accelerator", "--sweep", "algo.adam_eps=1e-5,1e-3"],
+    ),
     "ppo": ("ppo", []),
     "ppo accelerator": ("ppo", ["--arch.layout", "accelerator"]),
     # Adam's epsilon before it became the layout's 1e-3: at 1e-5 seeds fell back to 0 on DeepSea
