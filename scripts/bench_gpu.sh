@@ -21,6 +21,9 @@ python scripts/bench.py --main-devices 1 --devices $counts \
 # What each layout costs as it grows, on one GPU: FLOPs and SGD steps per env step, utilisation.
 python scripts/bench.py --only cost --main-devices 1 --cost-envs 1024 4096 16384 65536 \
   --json "$out/cost.json" 2>&1 | tee "$out/cost.log"
+# SAC's layouts on Pendulum: its CPU layout's one SGD step per env step is latency on a GPU.
+python scripts/bench.py --only cost --main-devices 1 --cost-algos sac --cost-envs 16 64 256 \
+  --json "$out/cost_sac.json" 2>&1 | tee "$out/cost_sac.log"
 # Where the replay learners' time goes on a GPU (gradient steps, sampling, insert, acting).
 python scripts/bench.py --only replay_profile --cost-envs 1024 4096 \
   --json "$out/replay_profile.json" 2>&1 | tee "$out/replay_profile.log"
