@@ -81,6 +81,8 @@ CANDIDATES = {
             *("--sweep", "algo.entropy_cost=0.03,0.01"),
         ],
     ),
+    # The CPU layout's seeds left DeepSea after 2M env steps of holding it (suite_time.md).
+    "impala, adam eps": ("impala", ["--sweep", "algo.adam_eps=1e-8,1e-5,1e-3"]),
     "impala accelerator": ("impala", ["--arch.layout", "accelerator"]),
     # Does a larger Adam epsilon steady it as it did PPO's accelerator layout on DeepSea?
     "impala accelerator, adam eps": (
