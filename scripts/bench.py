@@ -161,10 +161,6 @@ def make_config(
         algo_cfg = dataclasses.replace(
             algo_cfg, min_replay_size=algo_cfg.batch_size, replay_capacity=capacity
         )
-    if algo in ("dqn", "sac") and algo_cfg.replay_capacity % num_envs:
-        # As the command fits a preset to its devices: whole rows of transitions per environment.
-        capacity = algo_cfg.replay_capacity - algo_cfg.replay_capacity % num_envs
-        algo_cfg = dataclasses.replace(algo_cfg, replay_capacity=capacity)
     if algo == "bc":
         updates = 10
     else:
@@ -228,6 +224,14 @@ def timed(fn, n: int) -> list[float]:
     return out
 
 
+def fitted_setup(algo: str, cfg):
+    """The run's Setup, its counts fitted to the devices as the command fits a preset's (e.g.
+    SAC's replay of 100,000 transitions over 64 environments), the environment count kept."""
+    from anakin.setup import fit_to_devices
+
+    return fit_to_devices(algo, cfg, explicit=frozenset({"arch.num_envs"}))
+
+
 def measure(spec: dict) -> dict:
     import jax
 
@@ -244,7 +248,8 @@ def measure(spec: dict) -> dict:
         spec.get("layout", "cpu"),
     )
     t0 = time.perf_counter()
-    s = runner.setup(spec["algo"], cfg)
+    s = fitted_setup(spec["algo"], cfg)
+    cfg = s.cfg
     state = s.program.init(0)
     train = s.program.compile(state)
     compile_s = time.perf_counter() - t0

@@ -103,3 +103,13 @@ def test_bench_against_imports_the_revision_and_removes_its_checkout():
     with pytest.raises(SystemExit, match="not a revision"):
         with bench_against.revision("no-such-revision"):
             pass
+
+
+def test_a_measured_config_is_fitted_to_the_devices_as_the_command_fits_it():
+    """SAC's accelerator layout at 64 environments: the preset's replay of 100,000 transitions
+    does not divide over them, so it is fitted (as `anakin train` does) rather than refused."""
+    cfg = bench.make_config("sac", "Pendulum-v1", 64, 0, "", layout="accelerator")
+    assert cfg.algo.replay_capacity % 64  # what the setup would refuse as given
+    fitted = bench.fitted_setup("sac", cfg).cfg
+    assert fitted.arch.num_envs == 64 and fitted.algo.batch_size == 512
+    assert fitted.algo.replay_capacity % 64 == 0
