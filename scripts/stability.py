@@ -259,6 +259,30 @@ def markdown(doc: dict) -> str:
     return "\n".join(["# Stability: does a learned task stay learned?", "", *table(doc)]) + "\n"
 
 
+# What every run of one result file shares, with the values of files written before the field.
+SHARED = {
+    "env": "CartPole-v1",
+    "threshold": 475.0,
+    "budget": None,
+    "settle": None,
+    "per_call": None,
+}
+
+
+def merge_refusal(before: dict, args: argparse.Namespace) -> str | None:
+    """Why `args` cannot be merged into a result file whose meta is `before` (its runs would be
+    judged on another task, threshold or budget), or None."""
+    for key, default in SHARED.items():
+        theirs, ours = before.get(key, default), getattr(args, key)
+        if theirs is not None and theirs != ours:
+            flag = "--" + key.replace("_", "-")
+            return (
+                f"{flag} {ours} differs from the {theirs} of {args.results}.json's runs; "
+                f"merge with {flag} {theirs}, or write another file with --results"
+            )
+    return None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", default=[])
@@ -278,11 +302,19 @@ def main() -> None:
         help="keep the other candidates' runs of the results file, replacing the ones re-run",
     )
     args = parser.parse_args()
+    if args.merge and Path(f"{args.results}.json").exists():
+        before = json.loads(Path(f"{args.results}.json").read_text())["stability"]
+        if refusal := merge_refusal(before, args):
+            parser.error(refusal)
     chosen = {
         k: v
         for k, v in CANDIDATES.items()
         if not args.only or any(o == k if args.exact else o in k for o in args.only)
     }
+    if not chosen:  # nothing to run: say so rather than write an empty result file
+        parser.error(
+            f"--only {' '.join(args.only)} names no candidate; one of: {'; '.join(CANDIDATES)}"
+        )
     results, rows = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for name, (algo, flags) in chosen.items():

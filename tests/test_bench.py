@@ -113,3 +113,22 @@ def test_a_measured_config_is_fitted_to_the_devices_as_the_command_fits_it():
     fitted = bench.fitted_setup("sac", cfg).cfg
     assert fitted.arch.num_envs == 64 and fitted.algo.batch_size == 512
     assert fitted.algo.replay_capacity % 64 == 0
+
+
+def test_stability_merges_only_runs_judged_alike():
+    """A --merge into a result file of another task, threshold or budget is refused by name;
+    files written before --env and --threshold existed are CartPole's at 475."""
+    import argparse
+
+    from scripts import stability
+
+    args = argparse.Namespace(
+        env="CartPole-v1", threshold=475.0, budget=1_500_000, settle=500_000, per_call=16_384,
+        results="scripts/results/stability",
+    )  # fmt: skip
+    old = {"budget": 1_500_000, "settle": 500_000, "per_call": 16_384}  # no env, no threshold
+    assert stability.merge_refusal(old, args) is None
+    deepsea = {**old, "env": "DeepSea-bsuite", "threshold": 0.891}
+    refusal = stability.merge_refusal(deepsea, args)
+    assert refusal.startswith("--env CartPole-v1 differs from the DeepSea-bsuite of ")
+    assert "--budget 1200000" in stability.merge_refusal({**old, "budget": 1_200_000}, args)
