@@ -132,3 +132,18 @@ def test_stability_merges_only_runs_judged_alike():
     refusal = stability.merge_refusal(deepsea, args)
     assert refusal.startswith("--env CartPole-v1 differs from the DeepSea-bsuite of ")
     assert "--budget 1200000" in stability.merge_refusal({**old, "budget": 1_200_000}, args)
+
+
+def test_stability_judges_against_the_threshold_it_is_given():
+    """DeepSea's rows count the env steps to its own threshold (0.891), not CartPole's 475, and
+    a fall after the settling steps counts below half of the best."""
+    from scripts import stability
+
+    calls = [(100, 0.0), (200, 0.99), (300, 0.99), (400, -0.01)]
+    result = {"name": "x", "sps": 1.0, "per_run": [
+        {"setting": "defaults", "calls": calls, "eval": -0.01},
+        {"setting": "defaults", "calls": [(s, 0.99) for s, _ in calls], "eval": 0.99},
+    ]}  # fmt: skip
+    (row,) = stability.judge(result, settle=150, threshold=0.891)
+    assert (row["reached"], row["median_to_threshold"]) == (2, 150)
+    assert row["below_half"] == 1 / 6 and row["worst"] == -0.01
