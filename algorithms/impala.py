@@ -10,6 +10,7 @@ of the later ones.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import distrax
@@ -47,6 +48,10 @@ class ImpalaConfig:
       adam_b1, adam_b2, adam_eps: Adam moments (Acme: b1 0, b2 0.99; b2 0.9999 here, see
         below).
       max_grad_norm: gradients are clipped to this global norm.
+      update_rms_clip: each parameter array's Adam step is scaled down to this root mean
+        square (`learning.make_optimizer`; inf: off).
+      adam_keep_max: Adam divides by the largest running mean of squared gradients so far
+        (AMSGrad, `learning.make_optimizer`).
       num_sgd_steps_per_step: minibatch SGD steps per rollout; environments are split into this
         many equal groups (environment b goes to group b mod n).
       normalize_observations: normalise floating-point observations by running statistics
@@ -78,6 +83,8 @@ class ImpalaConfig:
     adam_b1: float = sweepable(0.0)
     adam_b2: float = sweepable(0.9999)
     adam_eps: float = sweepable(1e-8)
+    update_rms_clip: float = sweepable(math.inf)
+    adam_keep_max: bool = False
     max_grad_norm: float = sweepable(40.0)
     num_sgd_steps_per_step: int = 2
     normalize_observations: bool = False
@@ -195,7 +202,13 @@ def make_impala(cfg: ImpalaConfig, spec: EnvSpec, layout: Layout | None = None) 
         network = make_actor_critic(cfg.network, spec, CategoricalHead(spec.num_actions))
     loss_spec = spec if spec.action_mask is not None else None
     optimizer = learning.make_optimizer(
-        cfg.learning_rate, cfg.max_grad_norm, b1=cfg.adam_b1, b2=cfg.adam_b2, eps=cfg.adam_eps
+        cfg.learning_rate,
+        cfg.max_grad_norm,
+        b1=cfg.adam_b1,
+        b2=cfg.adam_b2,
+        eps=cfg.adam_eps,
+        update_rms_clip=cfg.update_rms_clip,
+        keep_max=cfg.adam_keep_max,
     )
 
     def init(key: jax.Array) -> ImpalaState:

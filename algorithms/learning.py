@@ -8,6 +8,7 @@ averaged over devices here, so an algorithm never spells an axis name.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -40,11 +41,33 @@ def make_optimizer(
     b1: float | jax.Array = 0.9,
     b2: float | jax.Array = 0.999,
     eps: float | jax.Array = 1e-8,
+    update_rms_clip: float | jax.Array | None = None,
+    keep_max: bool = False,
 ) -> optax.GradientTransformation:
-    """Global-norm gradient clipping, then Adam (optax's defaults unless given)."""
+    """Global-norm gradient clipping, then Adam (optax's defaults unless given).
+
+    Adam divides by a running mean of squared gradients; after a long stretch of near-zero
+    gradients that mean has decayed, and the first large gradient moves every weight by up to
+    1/sqrt(1 - b2) learning rates at once (100 at b2 0.9999 and b1 0). Two bounds, both off
+    by default:
+      update_rms_clip: scales each parameter array's Adam step down to this root mean square
+        (Adafactor's update clipping, `optax.clip_by_block_rms`), before the learning rate.
+        Infinite leaves each step as Adam's; None leaves the stage out, and with it its place
+        in the optimiser's state.
+      keep_max: divide by the largest running mean so far instead (AMSGrad,
+        `optax.scale_by_amsgrad`), so a quiet stretch after learning cannot shrink it.
+    """
+    if update_rms_clip is None and not keep_max:
+        return optax.chain(
+            optax.clip_by_global_norm(max_grad_norm),
+            optax.adam(learning_rate, b1=b1, b2=b2, eps=eps),
+        )
+    scale = optax.scale_by_amsgrad if keep_max else optax.scale_by_adam
     return optax.chain(
         optax.clip_by_global_norm(max_grad_norm),
-        optax.adam(learning_rate, b1=b1, b2=b2, eps=eps),
+        scale(b1=b1, b2=b2, eps=eps),
+        optax.clip_by_block_rms(math.inf if update_rms_clip is None else update_rms_clip),
+        optax.scale_by_learning_rate(learning_rate),
     )
 
 

@@ -83,6 +83,10 @@ CANDIDATES = {
     ),
     # The CPU layout's seeds left DeepSea after 2M env steps of holding it (suite_time.md).
     "impala, adam eps": ("impala", ["--sweep", "algo.adam_eps=1e-8,1e-5,1e-3"]),
+    # Adafactor's update clipping: the cause-level bound on the step after a quiet stretch.
+    "impala, update clip": ("impala", ["--sweep", "algo.update_rms_clip=1,3"]),
+    # AMSGrad: Adam divides by the largest running mean of squared gradients so far.
+    "impala, adam keep max": ("impala", ["--algo.adam-keep-max"]),
     "impala accelerator": ("impala", ["--arch.layout", "accelerator"]),
     # Does a larger Adam epsilon steady it as it did PPO's accelerator layout on DeepSea?
     "impala accelerator, adam eps": (

@@ -280,3 +280,56 @@ def test_observation_normalisation_moves_before_learning_and_acting_reads_it():
     _, _, extras = algo.act(new, core, probe, first, jax.random.split(jax.random.PRNGKey(4), 2))
     (expected, _), _ = network.apply(new.params, seen, core, first)
     np.testing.assert_allclose(extras["logits"], expected, rtol=1e-5, atol=1e-6)
+
+
+def test_update_clip_bounds_adams_step_after_a_quiet_stretch():
+    """After 200 steps of gradients of 1e-4, a gradient of 1 moves Adam (b1 0, b2 0.9999) by
+    g / sqrt(v_hat) learning rates; the update clip scales each array's step to its RMS."""
+    from anakin.algorithms import learning
+
+    lr, b2, quiet = 0.5, 0.9999, 200
+    params = {"w": jnp.zeros(3), "b": jnp.zeros(())}
+    small = {"w": jnp.full(3, 1e-4), "b": jnp.asarray(1e-4)}
+    big = {"w": jnp.asarray([1.0, -1.0, 0.0]), "b": jnp.asarray(1e-4)}
+
+    def last_update(clip):
+        opt = learning.make_optimizer(lr, b1=0.0, b2=b2, eps=1e-8, update_rms_clip=clip)
+        state = opt.init(params)
+        for _ in range(quiet):
+            _, state = opt.update(small, state, params)
+        return opt.update(big, state, params)[0]
+
+    # Adam by hand: v = (1 - b2) sum_k b2^(n-k) g_k^2, bias-corrected by 1 - b2^n.
+    n = quiet + 1
+    v = b2 * (1e-8 * (1 - b2**quiet)) + (1 - b2) * 1.0
+    step_w = -lr * 1.0 / (np.sqrt(v / (1 - b2**n)) + 1e-8)
+    plain = last_update(None)
+    np.testing.assert_allclose(plain["w"], [step_w, -step_w, 0.0], rtol=1e-4)
+    assert abs(step_w) > 10 * lr  # the quiet stretch lets one gradient move it by > 10 lr
+    for clip in (float("inf"), jnp.inf):  # infinite: Adam's step exactly, as configured or swept
+        np.testing.assert_array_equal(last_update(clip)["w"], plain["w"])
+    clipped = last_update(1.0)
+    rms = np.sqrt(np.mean(np.square(plain["w"])))
+    np.testing.assert_allclose(clipped["w"], plain["w"] / (rms / lr), rtol=1e-5)
+    np.testing.assert_allclose(np.sqrt(np.mean(np.square(clipped["w"]))), lr, rtol=1e-5)
+    np.testing.assert_allclose(clipped["b"], plain["b"], rtol=1e-6)  # below the clip: as Adam's
+
+
+def test_keep_max_remembers_the_gradient_scale_through_a_quiet_stretch():
+    """AMSGrad: after 50 gradients of 1 and 1,000 of 1e-4, Adam (b2 0.99) divides a new
+    gradient of 1 by a decayed mean and steps nearly 1/sqrt(1 - b2) = 10 learning rates; kept at
+    its largest (bias-corrected) value, the mean stays 1 and the step is one learning rate."""
+    from anakin.algorithms import learning
+
+    lr, b2 = 0.5, 0.99
+    params = jnp.zeros(2)
+
+    def last_update(keep_max):
+        opt = learning.make_optimizer(lr, b1=0.0, b2=b2, eps=1e-8, keep_max=keep_max)
+        state = opt.init(params)
+        for g in [1.0] * 50 + [1e-4] * 1000:
+            _, state = opt.update(jnp.full(2, g), state, params)
+        return opt.update(jnp.ones(2), state, params)[0]
+
+    np.testing.assert_allclose(last_update(True), [-lr, -lr], rtol=1e-5)
+    np.testing.assert_allclose(last_update(False), [-lr / np.sqrt(1 - b2)] * 2, rtol=1e-3)
