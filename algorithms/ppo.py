@@ -97,6 +97,8 @@ class PPOConfig:
         steps, in steps of one update (PureJaxRL's ANNEAL_LR over TOTAL_TIMESTEPS); 0 keeps it
         constant.
       adam_eps: Adam's epsilon.
+      adam_keep_max: Adam divides by the largest running mean of squared gradients so far
+        (AMSGrad, `learning.make_optimizer`).
       max_grad_norm: gradients are clipped to this global norm.
       num_epochs: passes over each rollout.
       num_minibatches: minibatches per pass. Feed-forward: the rollout's T x B steps are
@@ -127,6 +129,7 @@ class PPOConfig:
     learning_rate: float = sweepable(1e-3)
     anneal_env_steps: int = 0
     adam_eps: float = sweepable(1e-5)
+    adam_keep_max: bool = False
     max_grad_norm: float = sweepable(0.5)
     num_epochs: int = 4
     num_minibatches: int = 4
@@ -386,7 +389,12 @@ def make_ppo(cfg: PPOConfig, spec: EnvSpec, layout: Layout) -> Algorithm:
     # Adam and the norm clip on one flat vector: a few kernels per SGD step rather than a few
     # per parameter array (at PureJaxRL's sizes on a CPU, about 3% of the program's time).
     optimizer = optax.flatten(
-        learning.make_optimizer(_learning_rate(cfg, layout), cfg.max_grad_norm, eps=cfg.adam_eps)
+        learning.make_optimizer(
+            _learning_rate(cfg, layout),
+            cfg.max_grad_norm,
+            eps=cfg.adam_eps,
+            keep_max=cfg.adam_keep_max,
+        )
     )
     recurrent = cfg.network.recurrent
 

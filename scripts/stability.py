@@ -105,6 +105,7 @@ CANDIDATES = {
         ["--arch.layout", "accelerator", "--sweep", "algo.adam_eps=1e-5,1e-3"],
     ),
     "ppo": ("ppo", []),
+    "ppo, adam keep max": ("ppo", ["--algo.adam-keep-max"]),
     "ppo accelerator": ("ppo", ["--arch.layout", "accelerator"]),
     # Adam's epsilon before it became the layout's 1e-3: at 1e-5 seeds fell back to 0 on DeepSea
     # after learning it, each fall one update with an approximate KL near 0.75 after a long

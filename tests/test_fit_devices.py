@@ -271,8 +271,12 @@ def test_image_observations_take_the_default_presets_image_settings():
     assert launch.resolve("impala", flags=[*flags, "CartPole-v1"]).cfg.algo.learning_rate == 1e-3
     cpu = launch.resolve("impala", flags=["--env", "Breakout-MinAtar"])
     assert (cpu.cfg.arch.layout, cpu.cfg.algo.learning_rate) == ("cpu", 2e-3)  # its default
-    # ...so the start-up lines do not announce it there: they name only what changes a value.
-    assert not any(n.startswith("image observations") for n in cpu.setup.notes)
+    # ...so the start-up lines do not announce it there: they name only what changes a value,
+    # here plain Adam in place of the CPU layout's AMSGrad.
+    (note,) = [n for n in cpu.setup.notes if n.startswith("image observations")]
+    assert "algo.adam_keep_max=False" in note and "learning_rate" not in note
+    assert not cpu.cfg.algo.adam_keep_max
+    assert launch.resolve("impala", flags=["--env", "CartPole-v1"]).cfg.algo.adam_keep_max
 
 
 def test_a_refusal_beyond_the_device_count_is_the_one_named():
