@@ -98,6 +98,10 @@ CANDIDATES = {
     ),
     # AMSGrad: Adam divides by the largest running mean of squared gradients so far.
     "impala, adam keep max": ("impala", ["--algo.adam-keep-max"]),
+    # More seeds than the rows above, for the two optimisers side by side (DeepSea's falls are
+    # rare: a few seeds in 8).
+    "impala, more seeds": ("impala", ["--arch.seed", "200"]),
+    "impala, plain adam, more seeds": ("impala", [PLAIN_ADAM, "--arch.seed", "200"]),
     "impala accelerator": ("impala", ["--arch.layout", "accelerator"]),
     # Does a larger Adam epsilon steady it as it did PPO's accelerator layout on DeepSea?
     "impala accelerator, adam eps": (
