@@ -76,8 +76,8 @@ class ImpalaConfig:
 
     Adam's divisor kept at its largest (AMSGrad, `adam_keep_max`): with b1 0 and b2 0.9999, a
     gradient after millions of env steps of near-zero ones could move every weight by up to 100
-    learning rates, and 4 of 16 seeds that had solved DeepSea fell to 0 for good within 3M env
-    steps; with the divisor kept, 1 of 16 (scripts/results/stability_deepsea_long.md), the task
+    learning rates, and 6 of 32 seeds that had solved DeepSea fell to 0 for good within 3M env
+    steps; with the divisor kept, 1 of 32 (scripts/results/stability_deepsea_long.md), the task
     suite's IQM unchanged (impala_keep_max.md). The accelerator layout and images keep plain
     Adam, the setting they were measured with.
     """
