@@ -102,6 +102,8 @@ CANDIDATES = {
     # rare: a few seeds in 8).
     "impala, more seeds": ("impala", ["--arch.seed", "200"]),
     "impala, plain adam, more seeds": ("impala", [PLAIN_ADAM, "--arch.seed", "200"]),
+    # With AMSGrad's bound, does a larger step reach the published 150k budget on CartPole?
+    "impala, lr": ("impala", ["--sweep", "algo.learning_rate=3e-3,4e-3"]),
     "impala accelerator": ("impala", ["--arch.layout", "accelerator"]),
     # Does a larger Adam epsilon steady it as it did PPO's accelerator layout on DeepSea?
     "impala accelerator, adam eps": (
