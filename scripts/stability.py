@@ -105,6 +105,10 @@ CANDIDATES = {
     # With AMSGrad's bound, does a larger step reach the published 150k budget on CartPole?
     "impala, lr": ("impala", ["--sweep", "algo.learning_rate=3e-3,4e-3"]),
     "impala accelerator": ("impala", ["--arch.layout", "accelerator"]),
+    "impala accelerator, adam keep max": (
+        "impala",
+        ["--arch.layout", "accelerator", "--algo.adam-keep-max"],
+    ),
     # Does a larger Adam epsilon steady it as it did PPO's accelerator layout on DeepSea?
     "impala accelerator, adam eps": (
         "impala",
