@@ -35,19 +35,21 @@ from pathlib import Path
 # IMPALA's defaults before this sweep: 8 minibatches per rollout, Acme's Adam b2 of 0.99.
 # IMPALA's candidates measured before its CPU layout kept Adam's divisor at its largest
 # (impala_keep_max.md) name plain Adam, so that they re-run as they were measured.
-PLAIN_ADAM = "--algo.no-adam-keep-max"
-BEFORE = [PLAIN_ADAM, "--algo.num-sgd-steps-per-step", "8", "--algo.adam-b2", "0.99"]
+# (and, since the CPU layout also caps each step, AMSGrad's rows measured before that name no cap)
+NO_CLIP = ("--algo.update-rms-clip", "inf")
+PLAIN_ADAM = ("--algo.no-adam-keep-max", *NO_CLIP)
+BEFORE = [*PLAIN_ADAM, "--algo.num-sgd-steps-per-step", "8", "--algo.adam-b2", "0.99"]
 
 
 def _minibatches(n: int, *rest: str) -> list[str]:
-    return [PLAIN_ADAM, "--algo.num-sgd-steps-per-step", str(n), *rest]
+    return [*PLAIN_ADAM, "--algo.num-sgd-steps-per-step", str(n), *rest]
 
 
 # name: (algorithm, flags on its default preset)
 CANDIDATES = {
     # (other seeds than the sweep's, which holds the same setting)
     "impala": ("impala", ["--arch.seed", "100"]),
-    "impala, plain adam": ("impala", [PLAIN_ADAM, "--arch.seed", "100"]),
+    "impala, plain adam": ("impala", [*PLAIN_ADAM, "--arch.seed", "100"]),
     "impala before": ("impala", BEFORE),
     "impala before, lr": ("impala", [*BEFORE, "--sweep", "algo.learning_rate=1e-3,5e-4"]),
     "impala before, 4 minibatches": ("impala", _minibatches(4, "--algo.adam-b2", "0.99")),
@@ -72,15 +74,15 @@ CANDIDATES = {
     ),
     # Faster to 475 with the same stability? The published budget is 150k env steps, and the
     # defaults reach 475 at about 200k (scripts/results/reference_gymnax.md).
-    "impala faster, lr": ("impala", [PLAIN_ADAM, "--sweep", "algo.learning_rate=3e-3,4e-3"]),
-    "impala faster, entropy": ("impala", [PLAIN_ADAM, "--sweep", "algo.entropy_cost=0.01,0.02"]),
-    "impala faster, 16 envs": ("impala", [PLAIN_ADAM, "--arch.num-envs", "16"]),
-    "impala faster, rollout 8": ("impala", [PLAIN_ADAM, "--arch.rollout-length", "8"]),
+    "impala faster, lr": ("impala", [*PLAIN_ADAM, "--sweep", "algo.learning_rate=3e-3,4e-3"]),
+    "impala faster, entropy": ("impala", [*PLAIN_ADAM, "--sweep", "algo.entropy_cost=0.01,0.02"]),
+    "impala faster, 16 envs": ("impala", [*PLAIN_ADAM, "--arch.num-envs", "16"]),
+    "impala faster, rollout 8": ("impala", [*PLAIN_ADAM, "--arch.rollout-length", "8"]),
     # MountainCar: PPO's tanh and normalisations, which reach the published -118 at 250k.
     "impala tanh, normalised": (
         "impala",
         [
-            PLAIN_ADAM,
+            *PLAIN_ADAM,
             *("--algo.network.activation", "tanh"),
             *("--algo.normalize-observations", "--algo.normalize-advantages"),
             *("--sweep", "algo.entropy_cost=0.03,0.01"),
@@ -89,21 +91,31 @@ CANDIDATES = {
     # The CPU layout's seeds left DeepSea after 2M env steps of holding it (suite_time.md).
     "impala, adam eps": (
         "impala",
-        [PLAIN_ADAM, "--sweep", "algo.adam_eps=1e-8,1e-5,1e-3"],
+        [*PLAIN_ADAM, "--sweep", "algo.adam_eps=1e-8,1e-5,1e-3"],
     ),
     # Adafactor's update clipping: the cause-level bound on the step after a quiet stretch.
     "impala, update clip": (
         "impala",
-        [PLAIN_ADAM, "--sweep", "algo.update_rms_clip=1,3"],
+        [*PLAIN_ADAM, "--sweep", "algo.update_rms_clip=1,3"],
     ),
     # AMSGrad: Adam divides by the largest running mean of squared gradients so far.
-    "impala, adam keep max": ("impala", ["--algo.adam-keep-max"]),
+    "impala, adam keep max": ("impala", ["--algo.adam-keep-max", *NO_CLIP]),
     # More seeds than the rows above, for the two optimisers side by side (DeepSea's falls are
     # rare: a few seeds in 8).
-    "impala, more seeds": ("impala", ["--arch.seed", "200"]),
-    "impala, plain adam, more seeds": ("impala", [PLAIN_ADAM, "--arch.seed", "200"]),
+    "impala, more seeds": ("impala", [*NO_CLIP, "--arch.seed", "200"]),
+    "impala, plain adam, more seeds": ("impala", [*PLAIN_ADAM, "--arch.seed", "200"]),
+    # AMSGrad and the update clip together, on the seeds where AMSGrad alone lost DeepSea once.
+    "impala, update clip, seed 100": (
+        "impala",
+        ["--arch.seed", "100", "--sweep", "algo.update_rms_clip=3,10"],
+    ),
+    "impala, update clip, more seeds": (
+        "impala",
+        ["--arch.seed", "200", "--sweep", "algo.update_rms_clip=3,10"],
+    ),
+    "impala, update clip 10": ("impala", ["--algo.update-rms-clip", "10"]),
     # With AMSGrad's bound, does a larger step reach the published 150k budget on CartPole?
-    "impala, lr": ("impala", ["--sweep", "algo.learning_rate=3e-3,4e-3"]),
+    "impala, lr": ("impala", [*NO_CLIP, "--sweep", "algo.learning_rate=3e-3,4e-3"]),
     "impala accelerator": ("impala", ["--arch.layout", "accelerator"]),
     "impala accelerator, adam keep max": (
         "impala",
