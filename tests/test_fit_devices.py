@@ -275,8 +275,13 @@ def test_image_observations_take_the_default_presets_image_settings():
     # here plain Adam in place of the CPU layout's AMSGrad.
     (note,) = [n for n in cpu.setup.notes if n.startswith("image observations")]
     assert "algo.adam_keep_max=False" in note and "learning_rate" not in note
-    assert not cpu.cfg.algo.adam_keep_max
-    assert launch.resolve("impala", flags=["--env", "CartPole-v1"]).cfg.algo.adam_keep_max
+    assert "algo.update_rms_clip=inf" in note
+    assert not cpu.cfg.algo.adam_keep_max and cpu.cfg.algo.update_rms_clip == float("inf")
+    # The CPU layout's AMSGrad and step cap; the accelerator layout's plain Adam.
+    cart = launch.resolve("impala", flags=["--env", "CartPole-v1"]).cfg.algo
+    assert cart.adam_keep_max and cart.update_rms_clip == 10.0
+    fast = launch.resolve("impala", flags=[*flags, "CartPole-v1"]).cfg.algo
+    assert not fast.adam_keep_max and fast.update_rms_clip == float("inf")
 
 
 def test_a_refusal_beyond_the_device_count_is_the_one_named():
