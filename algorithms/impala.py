@@ -285,16 +285,17 @@ def make_impala(cfg: ImpalaConfig, spec: EnvSpec, layout: Layout | None = None) 
 # in docs/suite.md#what-the-sweeps-found). The lstm preset keeps 32, as it was measured.
 _ARCH = ArchConfig(num_envs=16)
 
-# The other presets keep plain Adam without the update clip, the optimiser they were measured
-# with.
+# Plain Adam without the update clip: the optimiser the other presets, the accelerator layout
+# and images were measured with (the CPU layout's AMSGrad and clip: ImpalaConfig's note).
+_PLAIN_ADAM = {"adam_keep_max": False, "update_rms_clip": math.inf}
+
 PRESETS: dict[str, tuple[ImpalaConfig, ArchConfig]] = {
     "default": (ImpalaConfig(), _ARCH),
     # The defaults before the stability sweep (8 minibatches, b2 0.99), as measured with a core.
     "lstm": (
         ImpalaConfig(
             adam_b2=0.99,
-            adam_keep_max=False,
-            update_rms_clip=math.inf,
+            **_PLAIN_ADAM,
             num_sgd_steps_per_step=8,
             network=NetworkConfig(lstm_size=64),
         ),
@@ -308,8 +309,7 @@ PRESETS: dict[str, tuple[ImpalaConfig, ArchConfig]] = {
             learning_rate=1e-3,
             entropy_cost=0.01,
             adam_b2=0.99,
-            adam_keep_max=False,
-            update_rms_clip=math.inf,
+            **_PLAIN_ADAM,
             num_sgd_steps_per_step=4,
             shared_torso=True,
             network=NetworkConfig(hidden_sizes=(128,)),
@@ -321,8 +321,7 @@ PRESETS: dict[str, tuple[ImpalaConfig, ArchConfig]] = {
     "tiny": (
         ImpalaConfig(
             adam_b2=0.99,
-            adam_keep_max=False,
-            update_rms_clip=math.inf,
+            **_PLAIN_ADAM,
             num_sgd_steps_per_step=2,
             network=NetworkConfig(hidden_sizes=(16,)),
         ),
@@ -348,8 +347,7 @@ ACCELERATOR = {
     # Plain Adam: with the CPU layout's AMSGrad (ImpalaConfig's note) CartPole over 1.5M env
     # steps learnt slower still (56% of calls after 500k below half against 46%, a seed ending at
     # 358; stability.md), and DeepSea stayed learnt either way (stability_deepsea.md).
-    "algo.adam_keep_max": False,
-    "algo.update_rms_clip": math.inf,
+    **{f"algo.{k}": v for k, v in _PLAIN_ADAM.items()},
 }
 
 # Image observations (the default preset's, on either layout): the CPU layout's learning rate,
@@ -360,8 +358,7 @@ ACCELERATOR = {
 IMAGES = {
     "algo.learning_rate": 2e-3,
     # Plain Adam, as the conv torso's runs were measured (scripts/results/image_torso_10m.md).
-    "algo.adam_keep_max": False,
-    "algo.update_rms_clip": math.inf,
+    **{f"algo.{k}": v for k, v in _PLAIN_ADAM.items()},
 }
 
 ENTRY = AlgorithmEntry(

@@ -33,9 +33,9 @@ import time
 from pathlib import Path
 
 # IMPALA's defaults before this sweep: 8 minibatches per rollout, Acme's Adam b2 of 0.99.
-# IMPALA's candidates measured before its CPU layout kept Adam's divisor at its largest
-# (impala_keep_max.md) name plain Adam, so that they re-run as they were measured.
-# (and, since the CPU layout also caps each step, AMSGrad's rows measured before that name no cap)
+# IMPALA's candidates measured before its CPU layout took AMSGrad and the update clip name
+# what they ran with, so that they re-run as measured: plain Adam without the clip, or (the
+# AMSGrad rows measured before the clip) no clip.
 NO_CLIP = ("--algo.update-rms-clip", "inf")
 PLAIN_ADAM = ("--algo.no-adam-keep-max", *NO_CLIP)
 BEFORE = [*PLAIN_ADAM, "--algo.num-sgd-steps-per-step", "8", "--algo.adam-b2", "0.99"]
