@@ -333,3 +333,27 @@ def test_keep_max_remembers_the_gradient_scale_through_a_quiet_stretch():
 
     np.testing.assert_allclose(last_update(True), [-lr, -lr], rtol=1e-5)
     np.testing.assert_allclose(last_update(False), [-lr / np.sqrt(1 - b2)] * 2, rtol=1e-3)
+
+
+def test_optimiser_settings_reach_the_optimiser(monkeypatch):
+    """The CPU layout's AMSGrad and update clip, and plain Adam when asked, are what
+    make_impala builds its optimiser with."""
+    from anakin.algorithms import learning
+
+    seen = []
+    real = learning.make_optimizer
+    monkeypatch.setattr(learning, "make_optimizer", lambda *a, **k: seen.append(k) or real(*a, **k))
+    spec = envs.EnvSpec.of_array("CartPole-v1", (4,), np.float32, 2)
+    layout = Layout(num_envs=4, num_devices=1, rollout_length=5)
+    state = make_impala(ImpalaConfig(), spec, layout).init(jax.random.PRNGKey(0))
+    assert (seen[-1]["keep_max"], seen[-1]["update_rms_clip"]) == (True, 10.0)
+    kinds = {type(s).__name__ for s in jax.tree.leaves(state.opt_state, is_leaf=_is_state)}
+    assert "ScaleByAmsgradState" in kinds and "ScaleByAdamState" not in kinds
+    plain = ImpalaConfig(adam_keep_max=False, update_rms_clip=float("inf"))
+    state = make_impala(plain, spec, layout).init(jax.random.PRNGKey(0))
+    kinds = {type(s).__name__ for s in jax.tree.leaves(state.opt_state, is_leaf=_is_state)}
+    assert "ScaleByAdamState" in kinds and "ScaleByAmsgradState" not in kinds
+
+
+def _is_state(x) -> bool:
+    return type(x).__name__ in ("ScaleByAdamState", "ScaleByAmsgradState")

@@ -372,3 +372,14 @@ def test_the_default_command_learns_pendulum_with_the_continuous_settings(tmp_pa
     cfg, _ = launch.resolve_config("ppo", flags=["--env", "Pendulum-v1"])
     assert cfg.algo.normalize_values  # else this test measures something else
     _learn(tmp_path, "Pendulum-v1", None, -250.0, 300_000, base=cfg)
+
+
+def test_adam_keep_max_reaches_the_optimiser(monkeypatch):
+    """--algo.adam-keep-max (off by default) builds PPO's optimiser with AMSGrad."""
+    seen = []
+    real = learning.make_optimizer
+    monkeypatch.setattr(learning, "make_optimizer", lambda *a, **k: seen.append(k) or real(*a, **k))
+    for keep_max in (False, True):
+        ppo.make_ppo(ppo.PPOConfig(adam_keep_max=keep_max), CARTPOLE_SPEC, Layout(64, 1, 1))
+        assert seen[-1]["keep_max"] is keep_max
+    assert ppo.PPOConfig().adam_keep_max is False
