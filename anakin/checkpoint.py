@@ -297,9 +297,16 @@ class Checkpointer:
                 ),
             )
         except Exception as e:  # orbax/tensorstore raise many kinds; name the checkpoint
+            first = str(e).splitlines()[0][:300]
+            hint = (
+                "; it holds a state of another shape: written by another version of anakin, "
+                "or with settings that change what the learner keeps (its network or optimiser)"
+                if "structure" in str(e)
+                else ""
+            )
             raise CheckpointError(
                 f"checkpoint {step_dir} could not be restored into this run's state "
-                f"({type(e).__name__}: {str(e).splitlines()[0][:300]})"
+                f"({type(e).__name__}: {first}){hint}"
             ) from None
         return restored.state, dict(restored.meta)
 

@@ -334,3 +334,23 @@ def test_after_a_failed_write_stderr_passes_only_anakins_lines():
     assert (
         out.getvalue() == "anakin train: error: writing checkpoint 6016 failed\n[anakin] stopped\n"
     )
+
+
+def test_a_checkpoint_of_another_state_shape_is_refused_by_name(tmp_path):
+    """A state whose tree differs (another anakin version's optimiser, say) is refused with a
+    CheckpointError that says so, and the checkpoint is left as it was."""
+    import numpy as np
+
+    from anakin.checkpoint import CheckpointError
+
+    ckpt = Checkpointer(tmp_path / "run")
+    step_dir = ckpt.save(8, {"adam": np.zeros(3, np.float32)}, {"env_steps": 8})
+    ckpt.close()
+    before = sorted(p.name for p in step_dir.rglob("*"))
+    ckpt = Checkpointer(tmp_path / "run")
+    like = {"adam": np.zeros(3, np.float32), "max": np.zeros(3, np.float32)}
+    with pytest.raises(CheckpointError) as e:
+        ckpt.restore(8, like=like)
+    ckpt.close()
+    assert str(step_dir) in str(e.value) and "another version of anakin" in str(e.value)
+    assert sorted(p.name for p in step_dir.rglob("*")) == before
