@@ -48,6 +48,10 @@ class DQNConfig:
         greedy policy looped; with 5 they learned both, and CartPole's reference budget, with
         the suite's IQM tied (scripts/results/nstep_q.md, reference_gymnax.md; docs/suite.md).
       learning_rate, adam_eps: Adam (Acme: 1e-3, 1e-8).
+      adam_keep_max: Adam divides by the largest running mean of squared gradients so far
+        (AMSGrad, `learning.make_optimizer`).
+      update_rms_clip: each parameter array's Adam step is scaled down to this root mean
+        square, in learning rates (`learning.make_optimizer`); None leaves the stage out.
       max_grad_norm: global-norm gradient clipping (inf = none, as in Acme).
       huber_loss_parameter: the Huber loss is quadratic for |td| below this, linear above.
       batch_size: transitions per SGD step, over all devices.
@@ -81,6 +85,8 @@ class DQNConfig:
     n_step: int = 5
     learning_rate: float = sweepable(1e-3)
     adam_eps: float = sweepable(1e-8)
+    adam_keep_max: bool = False
+    update_rms_clip: float | None = None
     max_grad_norm: float = sweepable(float("inf"))
     huber_loss_parameter: float = sweepable(1.0)
     batch_size: int = 128
@@ -260,7 +266,13 @@ def make_dqn(cfg: DQNConfig, spec: EnvSpec, layout: Layout) -> Algorithm:
     learning.check_discrete("DQN", spec)
     network = make_network(cfg.network, spec, QHead(spec.num_actions, cfg.dueling))
     loss_spec = spec if spec.action_mask is not None else None
-    optimizer = learning.make_optimizer(cfg.learning_rate, cfg.max_grad_norm, eps=cfg.adam_eps)
+    optimizer = learning.make_optimizer(
+        cfg.learning_rate,
+        cfg.max_grad_norm,
+        eps=cfg.adam_eps,
+        update_rms_clip=cfg.update_rms_clip,
+        keep_max=cfg.adam_keep_max,
+    )
     replay_layout = cfg.replay_layout(layout)
     batch = cfg.batch_size // layout.num_devices
     min_size = math.ceil(cfg.min_replay_size / layout.num_devices)

@@ -46,6 +46,14 @@ def _minibatches(n: int, *rest: str) -> list[str]:
 
 
 # name: (algorithm, flags on its default preset)
+# DQN's nearest accelerator candidate (scripts/results/large_batch_dqn_4.md): 512 environments,
+# batches of 512, target copies every 50 SGD steps.
+DQN_ACCELERATOR = [
+    *("--arch.num-envs", "512", "--algo.batch-size", "512"),
+    *("--algo.epsilon-decay-steps", "80000", "--algo.replay-capacity", "262144"),
+    *("--algo.target-update-period", "50"),
+]
+
 CANDIDATES = {
     # (other seeds than the sweep's, which holds the same setting)
     "impala": ("impala", ["--arch.seed", "100"]),
@@ -142,16 +150,23 @@ CANDIDATES = {
     # Adam's epsilon: Rainbow's 1.5e-4 and Dopamine's 3.125e-4 (0.01 / 32) against Acme's 1e-8.
     "dqn adam eps": ("dqn", ["--sweep", "algo.adam_eps=1.5e-4,3.125e-4"]),
     "r2d2": ("r2d2", []),
-    # DQN's nearest accelerator candidate (scripts/results/large_batch_dqn_4.md): 512
-    # environments, batches of 512, target copies every 50 SGD steps.
-    "dqn accelerator candidate": (
+    "dqn accelerator candidate": ("dqn", DQN_ACCELERATOR),
+    # Can DQN's accelerator candidate keep CartPole? Adam's divisor kept at its largest with
+    # each array's step capped at 10 learning rates RMS (what holds IMPALA's DeepSea), a smaller
+    # learning rate (3e-4 lost MountainCar, large_batch_dqn_3.md), or a gradient-norm clip.
+    "dqn accelerator candidate, adam keep max": (
         "dqn",
-        [
-            *("--arch.num-envs", "512", "--algo.batch-size", "512"),
-            *("--algo.epsilon-decay-steps", "80000", "--algo.replay-capacity", "262144"),
-            *("--algo.target-update-period", "50"),
-        ],
+        [*DQN_ACCELERATOR, "--algo.adam-keep-max", "--algo.update-rms-clip", "10"],
     ),
+    "dqn accelerator candidate, lr": (
+        "dqn",
+        [*DQN_ACCELERATOR, "--sweep", "algo.learning_rate=5e-4"],
+    ),
+    "dqn accelerator candidate, grad clip": (
+        "dqn",
+        [*DQN_ACCELERATOR, "--sweep", "algo.max_grad_norm=10"],
+    ),
+    "dqn, adam keep max": ("dqn", ["--algo.adam-keep-max", "--algo.update-rms-clip", "10"]),
     # The Q-learners' n-step returns before 5 steps became the default (docs/suite.md).
     "dqn n-step 3": ("dqn", ["--algo.n-step", "3"]),
     "r2d2 n-step 3": ("r2d2", ["--algo.bootstrap-n", "3"]),

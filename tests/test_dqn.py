@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import rlax
 import toy_envs  # noqa: F401  (registers test-Masked)
+from anakin.algorithms import learning
 from anakin.algorithms.dqn import PRESETS, DQNConfig, dqn_loss, make_dqn, n_step_transition
 from anakin.algorithms.networks import Network, NetworkConfig
 
@@ -311,6 +312,21 @@ def test_configs_that_cannot_work_are_refused(changes, spec, message):
         cfg.validate(Layout(8, 4, 8), spec)
     assert message in str(e.value)
     assert "\n" not in str(e.value)
+
+
+def test_adam_keep_max_and_update_clip_reach_the_optimiser(monkeypatch):
+    """--algo.adam-keep-max and --algo.update-rms-clip build DQN's optimiser with AMSGrad and
+    the clip; both off by default, which keeps plain Adam's state (no clip stage)."""
+    seen = []
+    real = learning.make_optimizer
+    monkeypatch.setattr(learning, "make_optimizer", lambda *a, **k: seen.append(k) or real(*a, **k))
+    tiny = PRESETS["tiny"][0]
+    for keep_max, clip in ((False, None), (True, 10.0)):
+        cfg = dataclasses.replace(tiny, adam_keep_max=keep_max, update_rms_clip=clip)
+        state = make_dqn(cfg, CARTPOLE_SPEC, Layout(8, 1, 4)).init(jax.random.PRNGKey(0))
+        assert (seen[-1]["keep_max"], seen[-1]["update_rms_clip"]) == (keep_max, clip)
+        assert len(state.opt_state) == (2 if clip is None else 4)
+    assert (DQNConfig().adam_keep_max, DQNConfig().update_rms_clip) == (False, None)
 
 
 def test_epsilon_decay_counts_training_steps_only():
