@@ -153,7 +153,8 @@ CANDIDATES = {
     "dqn accelerator candidate": ("dqn", DQN_ACCELERATOR),
     # Can DQN's accelerator candidate keep CartPole? Adam's divisor kept at its largest with
     # each array's step capped at 10 learning rates RMS (what holds IMPALA's DeepSea), a smaller
-    # learning rate (3e-4 lost MountainCar, large_batch_dqn_3.md), or a gradient-norm clip.
+    # learning rate (3e-4 lost MountainCar, large_batch_dqn_3.md), a smaller training epsilon,
+    # or a replay 4x as large.
     "dqn accelerator candidate, adam keep max": (
         "dqn",
         [*DQN_ACCELERATOR, "--algo.adam-keep-max", "--algo.update-rms-clip", "10"],
@@ -162,9 +163,21 @@ CANDIDATES = {
         "dqn",
         [*DQN_ACCELERATOR, "--sweep", "algo.learning_rate=5e-4"],
     ),
-    "dqn accelerator candidate, grad clip": (
+    "dqn accelerator candidate, epsilon": (
         "dqn",
-        [*DQN_ACCELERATOR, "--sweep", "algo.max_grad_norm=10"],
+        [*DQN_ACCELERATOR, "--sweep", "algo.epsilon=0.01"],
+    ),
+    "dqn accelerator candidate, replay 1m": (
+        "dqn",
+        [*DQN_ACCELERATOR, "--algo.replay-capacity", "1048576"],
+    ),
+    # Other seeds (from 100; run with --num-seeds 8): is the candidate less stable than the
+    # CPU layout, or were 4 seeds not enough to tell?
+    "dqn accelerator candidate, more seeds": ("dqn", [*DQN_ACCELERATOR, "--arch.seed", "100"]),
+    "dqn, more seeds": ("dqn", ["--arch.seed", "100"]),
+    "dqn accelerator candidate, replay 1m, more seeds": (
+        "dqn",
+        [*DQN_ACCELERATOR, "--algo.replay-capacity", "1048576", "--arch.seed", "100"],
     ),
     "dqn, adam keep max": ("dqn", ["--algo.adam-keep-max", "--algo.update-rms-clip", "10"]),
     # The Q-learners' n-step returns before 5 steps became the default (docs/suite.md).
