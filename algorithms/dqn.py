@@ -401,7 +401,8 @@ PRESETS: dict[str, tuple[DQNConfig, ArchConfig]] = {
 # 4x the CPU layout's budget, but over 1.5M env steps of CartPole (12 seeds, stability.md) 5-6%
 # of its late calls fell below half the best, against 1% for the CPU layout. Each fix tried there
 # cost another task: a learning rate of 5e-4 (MountainCar -200, DiscountingChain 1.08), a replay
-# of 1,048,576 (0.3% below half over 12 seeds, but DiscountingChain 1.05: seeds on the 1.0 arm);
+# of 1,048,576 (0.3% below half over 12 seeds, but DiscountingChain 1.05: seeds on the 1.0 arm,
+# also with epsilon decayed over 160,000 env steps, large_batch_dqn_5.md);
 # AMSGrad with the update cap, or a training epsilon of 0.01, ended CartPole seeds lower.
 
 ENTRY = AlgorithmEntry(
