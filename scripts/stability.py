@@ -179,6 +179,11 @@ CANDIDATES = {
         "dqn",
         [*DQN_ACCELERATOR, "--algo.replay-capacity", "1048576", "--arch.seed", "100"],
     ),
+    # Between the two replays: does half of Acme's 1M keep CartPole and DiscountingChain both?
+    "dqn accelerator candidate, replay 512k": (
+        "dqn",
+        [*DQN_ACCELERATOR, "--algo.replay-capacity", "524288"],
+    ),
     "dqn, adam keep max": ("dqn", ["--algo.adam-keep-max", "--algo.update-rms-clip", "10"]),
     # The Q-learners' n-step returns before 5 steps became the default (docs/suite.md).
     "dqn n-step 3": ("dqn", ["--algo.n-step", "3"]),
