@@ -117,9 +117,10 @@ class EvalConfig:
         """Raises ValueError when the episodes do not divide over the devices (each field's
         own range is `check_fields`')."""
         if self.episodes % num_devices:
+            lo = self.episodes - self.episodes % num_devices
             raise ValueError(
                 f"eval.episodes={self.episodes} does not divide over {num_devices} devices; use "
-                f"a multiple of {num_devices}"
+                f"a multiple of {num_devices} (e.g. {max(lo, num_devices)} or {lo + num_devices})"
             )
 
 

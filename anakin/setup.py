@@ -336,6 +336,7 @@ def fit_to_devices(algo_name: str, cfg: TrainConfig, explicit: frozenset[str] | 
         for keep_slots in (False, True)
     )
     beyond = None  # the first fitted config's own error, if it is not about the devices
+    yours = None  # the first fitted config's error about the devices naming a value you set
     for fitted in candidates:
         if fitted == cfg:
             continue
@@ -344,6 +345,8 @@ def fit_to_devices(algo_name: str, cfg: TrainConfig, explicit: frozenset[str] | 
         except ValueError as e:
             if beyond is None and "devices" not in str(e):
                 beyond = e
+            if yours is None and "devices" in str(e) and str(e).split("=", 1)[0] in explicit:
+                yours = e
             continue
         changed = [
             f"{name} {get_dotted(cfg, name)} -> {get_dotted(fitted, name)}"
@@ -355,9 +358,12 @@ def fit_to_devices(algo_name: str, cfg: TrainConfig, explicit: frozenset[str] | 
             'docs/usage.md, "Devices")'
         )
         return prepared._replace(notes=(note,))
-    # Counts that divide then meet another refusal (say SAC on discrete actions): that one is
-    # what the user must fix, not the count the fit would have changed.
-    raise beyond if beyond is not None and "devices" in str(first) else first
+    # Counts that divide then meet another refusal (say SAC on discrete actions), or a value you
+    # set that no count fits (say eval.episodes=8 on 3 devices): that one is what the user must
+    # fix, not the count the fit would have changed.
+    if beyond is not None and "devices" in str(first):
+        raise beyond
+    raise yours if yours is not None else first
 
 
 def _round_up(value: int, multiple: int) -> int:

@@ -300,3 +300,9 @@ def test_a_refusal_beyond_the_device_count_is_the_one_named():
     # A count the user set is still refused by name.
     with pytest.raises(ValueError, match="arch.num_envs=16 does not divide over 3 devices"):
         launch.resolve("sac", flags=["--arch.num-devices", "3", "--arch.num-envs", "16"])
+    # The preset's 512 environments would fit 3 devices; the 8 evaluation episodes the user set
+    # would not, and that is the value named (it used to be arch.num_envs=512, never set).
+    for layout in ("cpu", "accelerator"):
+        flags = ["--arch.num-devices", "3", "--arch.layout", layout, "--eval.episodes", "8"]
+        with pytest.raises(ValueError, match=r"^eval.episodes=8 does not divide over 3 devices"):
+            launch.resolve("impala", flags=flags)
