@@ -303,7 +303,8 @@ def fit_to_devices(algo_name: str, cfg: TrainConfig, explicit: frozenset[str] | 
     one of the environments. The returned Setup's `cfg` is what trains and is recorded; its
     `notes` say what changed. A config that fits nowhere raises the error of the config as
     given, so a user's own value is refused by name as before; where that error is about the
-    devices and a fitted config meets another, the other."""
+    devices and a fitted config meets another, the other; and where a fitted config's error
+    about the devices names a value the user set, that one."""
     if explicit is None:
         return setup(algo_name, cfg)
     check_fields(cfg)
