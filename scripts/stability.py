@@ -54,6 +54,14 @@ DQN_ACCELERATOR = [
     *("--algo.target-update-period", "50"),
 ]
 
+# R2D2's nearest (scripts/results/large_batch_r2d2.md): 512 environments, batches of 128
+# sequences (a quarter of the CPU layout's SGD steps per env step), target copies every 6 SGD
+# steps (as often in env steps as the CPU layout's every 25).
+R2D2_ACCELERATOR = [
+    *("--arch.num-envs", "512", "--algo.batch-size", "128", "--algo.replay-capacity", "65536"),
+    *("--algo.epsilon-decay-steps", "80000", "--algo.target-update-period", "6"),
+]
+
 CANDIDATES = {
     # (other seeds than the sweep's, which holds the same setting)
     "impala": ("impala", ["--arch.seed", "100"]),
@@ -184,6 +192,7 @@ CANDIDATES = {
         "dqn",
         [*DQN_ACCELERATOR, "--algo.replay-capacity", "524288"],
     ),
+    "r2d2 accelerator candidate": ("r2d2", R2D2_ACCELERATOR),
     "dqn, adam keep max": ("dqn", ["--algo.adam-keep-max", "--algo.update-rms-clip", "10"]),
     # The Q-learners' n-step returns before 5 steps became the default (docs/suite.md).
     "dqn n-step 3": ("dqn", ["--algo.n-step", "3"]),
