@@ -193,6 +193,11 @@ CANDIDATES = {
         [*DQN_ACCELERATOR, "--algo.replay-capacity", "524288"],
     ),
     "r2d2 accelerator candidate": ("r2d2", R2D2_ACCELERATOR),
+    # Epsilon decayed over twice as many env steps: what DeepSea needed (large_batch_r2d2_3.md).
+    "r2d2 accelerator candidate, epsilon 160k": (
+        "r2d2",
+        [*R2D2_ACCELERATOR, "--algo.epsilon-decay-steps", "160000"],
+    ),
     "dqn, adam keep max": ("dqn", ["--algo.adam-keep-max", "--algo.update-rms-clip", "10"]),
     # The Q-learners' n-step returns before 5 steps became the default (docs/suite.md).
     "dqn n-step 3": ("dqn", ["--algo.n-step", "3"]),
