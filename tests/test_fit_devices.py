@@ -211,17 +211,18 @@ def test_the_accelerator_layout_changes_the_default_preset_and_keeps_what_you_se
     ]
     assert (sac.cfg.arch.num_envs, sac.cfg.algo.batch_size) == (64, 512)
     assert per_env_step == [0.25, 1.0]  # a quarter of the CPU layout's sequential SGD steps
-    dqn = launch.resolve("dqn", flags=["--arch.layout", "accelerator"])
-    dqn_cpu = launch.resolve("dqn", flags=[])
-    per_env_step = [
-        r.cfg.algo.sgd_steps_per_update(r.cfg.arch)
-        / (r.cfg.arch.num_envs * r.cfg.arch.rollout_length)
-        for r in (dqn, dqn_cpu)
-    ]
-    assert (dqn.cfg.arch.num_envs, dqn.cfg.algo.replay_capacity) == (512, 1_048_576)
-    assert per_env_step == [1 / 64, 1 / 16]  # a quarter of the CPU layout's, as SAC's
-    with pytest.raises(ValueError, match=r"r2d2 has no accelerator layout yet"):
-        launch.resolve("r2d2", flags=["--arch.layout", "accelerator"])
+    for algo, accelerator, cpu in (("dqn", 1 / 64, 1 / 16), ("r2d2", 1 / 256, 1 / 64)):
+        fast = launch.resolve(algo, flags=["--arch.layout", "accelerator"])
+        small = launch.resolve(algo, flags=[])
+        per_env_step = [
+            r.cfg.algo.sgd_steps_per_update(r.cfg.arch)
+            / (r.cfg.arch.num_envs * r.cfg.arch.rollout_length)
+            for r in (fast, small)
+        ]
+        assert fast.cfg.arch.num_envs == 512
+        assert per_env_step == [accelerator, cpu]  # a quarter of the CPU layout's, as SAC's
+    with pytest.raises(ValueError, match=r"bc has no accelerator layout yet"):
+        launch.resolve("bc", flags=["--arch.layout", "accelerator"])
     with pytest.raises(ValueError, match=r"arch.layout='gpu' must be one of"):
         launch.resolve("impala", flags=[], settings={"arch.layout": "gpu"})
 
