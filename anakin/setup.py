@@ -303,8 +303,8 @@ def fit_to_devices(algo_name: str, cfg: TrainConfig, explicit: frozenset[str] | 
     one of the environments. The returned Setup's `cfg` is what trains and is recorded; its
     `notes` say what changed. A config that fits nowhere raises the error of the config as
     given, so a user's own value is refused by name as before; where that error is about the
-    devices and a fitted config meets another, the other; and where a fitted config's error
-    about the devices names a value the user set, that one."""
+    devices and a fitted config meets another, the other; and where the config as given was
+    refused for a count the fit changes and a fitted one for a value the user set, that one."""
     if explicit is None:
         return setup(algo_name, cfg)
     check_fields(cfg)
@@ -364,7 +364,10 @@ def fit_to_devices(algo_name: str, cfg: TrainConfig, explicit: frozenset[str] | 
     # fix, not the count the fit would have changed.
     if beyond is not None and "devices" in str(first):
         raise beyond
-    raise yours if yours is not None else first
+    named = str(first).split("=", 1)[0]  # the count the config as given was refused for
+    if yours is not None and named in FITTED and named not in explicit:
+        raise yours
+    raise first
 
 
 def _round_up(value: int, multiple: int) -> int:
