@@ -38,14 +38,6 @@ import tempfile
 import time
 from pathlib import Path
 
-# Candidate accelerator layouts measured for algorithms that have none (`accelerator` in their
-# ENTRY), as flags on the default preset.
-CANDIDATES = {
-    "impala": ["--arch.envs-per-device", "128"],
-    "dqn": ["--arch.envs-per-device", "256", "--algo.batch-size", "512",
-            "--algo.target-update-period", "25"],
-}  # fmt: skip
-
 # task: (threshold on the training return, env-step budget per seed)
 TASKS = {
     "CartPole-v1": (475.0, 500_000),
@@ -55,12 +47,8 @@ TASKS = {
 
 
 def layout_flags(algo: str, layout: str) -> list[str]:
-    """The flags of a layout: `--arch.layout L`, or the candidate's flags where the algorithm
-    has no accelerator layout yet."""
-    from anakin import algorithms
-
-    if layout == "accelerator" and not algorithms.get(algo).accelerator:
-        return ["--arch.layout", "cpu", *CANDIDATES[algo]]
+    """The flags of a layout. (Candidates measured before their algorithm had an accelerator
+    layout, IMPALA's and DQN's, ran as flags on the CPU layout; their results files say which.)"""
     return ["--arch.layout", layout]
 
 
@@ -203,6 +191,14 @@ def main() -> None:
     p.add_argument("--per-call", type=int, default=8192, help="env steps per program call")
     p.add_argument("--results", default=str(Path(__file__).parent / "results"))
     a = p.parse_args()
+    from anakin import algorithms
+
+    for algo in a.algos:
+        if algo not in algorithms.REGISTRY:
+            known = ", ".join(algorithms.REGISTRY)
+            p.error(f"--algos {algo}: not an algorithm; choose from {known}")
+        if not algorithms.get(algo).accelerator:
+            p.error(f"--algos {algo}: {algo} has no accelerator layout to compare")
     with tempfile.TemporaryDirectory() as tmp:
         for algo in a.algos:
             rows = []
