@@ -307,3 +307,30 @@ def test_a_refusal_beyond_the_device_count_is_the_one_named():
         flags = ["--arch.num-devices", "3", "--arch.layout", layout, "--eval.episodes", "8"]
         with pytest.raises(ValueError, match=r"^eval.episodes=8 does not divide over 3 devices"):
             launch.resolve("impala", flags=flags)
+
+
+@pytest.mark.parametrize("algo", ["dqn", "r2d2"])
+def test_the_replay_learners_accelerator_layout_trains_on_three_devices(tmp_path, algo):
+    """DQN's and R2D2's accelerator layouts (a 1M-transition replay, sequences of 65,536) fitted
+    to 3 forced CPU devices, one update: the fitted counts build, train and evaluate."""
+    out = tmp_path / "runs"
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "anakin.cli", "train", algo, "--env", "CartPole-v1",
+            "--arch.layout", "accelerator", "--arch.total-env-steps", "1",
+            "--arch.updates-per-call", "1", "--eval.episodes", "3",
+            "--out", str(out), "--run-name", "three",
+        ],
+        env={**os.environ, "XLA_FLAGS": _flags_with(3)},
+        capture_output=True,
+        text=True,
+        timeout=110,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "layout: accelerator" in proc.stdout + proc.stderr
+    assert "fitted to 3 devices: arch.num_envs 512 -> 513" in proc.stdout + proc.stderr
+    saved = json.loads((out / "three" / "config.json").read_text())["config"]
+    assert saved["arch"]["num_envs"] == 513 and saved["algo"]["replay_capacity"] % 513 == 0
+    summary = json.loads((out / "three" / "summary.json").read_text())
+    assert summary["env_steps"] == 513 * saved["arch"]["rollout_length"]
+    assert summary["eval_episodes"] == 3
