@@ -46,17 +46,18 @@ def _minibatches(n: int, *rest: str) -> list[str]:
 
 
 # name: (algorithm, flags on its default preset)
-# DQN's nearest accelerator candidate (scripts/results/large_batch_dqn_4.md): 512 environments,
-# batches of 512, target copies every 50 SGD steps.
+# DQN's accelerator candidate (scripts/results/large_batch_dqn_4.md): 512 environments,
+# batches of 512, target copies every 50 SGD steps. Its layout (algorithms/dqn.py ACCELERATOR)
+# is this with the "replay 1m" row's replay.
 DQN_ACCELERATOR = [
     *("--arch.num-envs", "512", "--algo.batch-size", "512"),
     *("--algo.epsilon-decay-steps", "80000", "--algo.replay-capacity", "262144"),
     *("--algo.target-update-period", "50"),
 ]
 
-# R2D2's nearest (scripts/results/large_batch_r2d2.md): 512 environments, batches of 128
-# sequences (a quarter of the CPU layout's SGD steps per env step), target copies every 6 SGD
-# steps (as often in env steps as the CPU layout's every 25).
+# R2D2's candidate (scripts/results/large_batch_r2d2.md), adopted as its accelerator layout
+# (algorithms/r2d2.py ACCELERATOR): 512 environments, batches of 128 sequences, target copies
+# every 6 SGD steps. Kept as flags so the row reproduces what was measured if the layout moves.
 R2D2_ACCELERATOR = [
     *("--arch.num-envs", "512", "--algo.batch-size", "128", "--algo.replay-capacity", "65536"),
     *("--algo.epsilon-decay-steps", "80000", "--algo.target-update-period", "6"),
