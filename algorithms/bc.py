@@ -30,7 +30,7 @@ from anakin.algorithms.networks import CategoricalHead, GaussianHead, NetworkCon
 from anakin.algorithms.policies import gaussian_policy
 from anakin.envs import EnvSpec
 
-from anakin.config import ArchConfig, sweepable
+from anakin.config import ArchConfig, DeviceFitError, sweepable
 from anakin.types import Algorithm, AlgorithmEntry, Layout, Metrics, Params
 
 
@@ -92,9 +92,10 @@ class BCConfig:
                 "samples single steps, not sequences); set it to 0"
             )
         if self.batch_size % num_devices:
-            raise ValueError(
+            raise DeviceFitError(
+                "algo.batch_size",
                 f"algo.batch_size={self.batch_size} does not divide over {num_devices} devices; "
-                f"use a multiple of {num_devices}"
+                f"use a multiple of {num_devices}",
             )
         if dataset_size is not None:
             if dataset_size < 1:

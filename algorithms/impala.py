@@ -30,7 +30,7 @@ from anakin.algorithms.networks import (
 )
 from anakin.envs import EnvSpec
 
-from anakin.config import ArchConfig, sweepable
+from anakin.config import ArchConfig, DeviceFitError, sweepable
 from anakin.types import Algorithm, AlgorithmEntry, Layout, Metrics, Params, Transition
 
 
@@ -109,11 +109,12 @@ class ImpalaConfig:
         n = self.num_sgd_steps_per_step
         per_device = layout.envs_per_device
         if per_device % n:
-            raise ValueError(
+            raise DeviceFitError(
+                "algo.num_sgd_steps_per_step",
                 f"algo.num_sgd_steps_per_step={n} must be >= 1 and divide the "
                 f"{per_device} environments per device (arch.num_envs={layout.num_envs} over "
                 f"{layout.num_devices} devices); use an arch.num_envs that is a multiple of "
-                f"{n * layout.num_devices}"
+                f"{n * layout.num_devices}",
             )
         learning.check_discrete("IMPALA here", spec)
 

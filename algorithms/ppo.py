@@ -64,7 +64,7 @@ from anakin.algorithms.networks import (
 )
 from anakin.envs import EnvSpec
 
-from anakin.config import ArchConfig, sweepable
+from anakin.config import ArchConfig, DeviceFitError, sweepable
 from anakin.types import Algorithm, AlgorithmEntry, Layout, Metrics, Params, Transition
 
 
@@ -151,15 +151,17 @@ class PPOConfig:
         where = f"(arch.num_envs={layout.num_envs} over {layout.num_devices} devices)"
         if self.network.recurrent:
             if per_device % m:
-                raise ValueError(
+                raise DeviceFitError(
+                    "algo.num_minibatches",
                     f"algo.num_minibatches={m} must be >= 1 and divide the {per_device} "
                     f"environments per device {where}: with an LSTM a minibatch holds whole "
-                    "environment sequences"
+                    "environment sequences",
                 )
         elif (per_device * layout.rollout_length) % m:
-            raise ValueError(
+            raise DeviceFitError(
+                "algo.num_minibatches",
                 f"algo.num_minibatches={m} must be >= 1 and divide the {per_device} x "
-                f"{layout.rollout_length} steps per device of a rollout {where}"
+                f"{layout.rollout_length} steps per device of a rollout {where}",
             )
         if not spec.discrete:
             if len(spec.action_shape) != 1:

@@ -36,6 +36,7 @@ import jax.numpy as jnp
 from anakin.envs import EnvSpec
 from flax import struct
 
+from anakin.config import DeviceFitError
 from anakin.types import Layout, Transition
 
 MIN_PRIORITY = 1e-6  # valid slots never drop to 0, which marks "not sampleable"
@@ -138,15 +139,17 @@ def check_sizes(
     algo.batch_size), when a replay of these sizes cannot work on `layout`."""
     num_envs, num_devices = layout.num_envs, layout.num_devices
     if batch_size % num_devices:
-        raise ValueError(
+        raise DeviceFitError(
+            "algo.batch_size",
             f"algo.batch_size={batch_size} does not divide over {num_devices} devices; "
-            f"use a multiple of {num_devices}"
+            f"use a multiple of {num_devices}",
         )
     if capacity % num_envs:
-        raise ValueError(
+        raise DeviceFitError(
+            "algo.replay_capacity",
             f"algo.replay_capacity={capacity} sequences do not divide over "
             f"arch.num_envs={num_envs} environments ({num_devices} devices); use a "
-            f"multiple of {num_envs}, e.g. {max(1, capacity // num_envs) * num_envs}"
+            f"multiple of {num_envs}, e.g. {max(1, capacity // num_envs) * num_envs}",
         )
     replay = sequence_layout(layout, capacity, length, period)
     if replay.capacity * layout.envs_per_device >= 2**31:

@@ -34,6 +34,16 @@ def resumable(default: Any = dataclasses.MISSING, **kw: Any) -> Any:
     return dataclasses.field(default=default, metadata={"resumable": True}, **kw)
 
 
+class DeviceFitError(ValueError):
+    """A count that does not fit the devices or the environments spread over them. `field` is
+    the dotted setting refused (say "algo.batch_size"): `setup.fit_to_devices` rounds the counts
+    a preset chose and refuses, by name, a value the user set."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+
+
 @dataclasses.dataclass(frozen=True)
 class ArchConfig:
     """How training is laid out over devices and program calls.
@@ -75,20 +85,22 @@ class ArchConfig:
     layout: Literal["auto", "cpu", "accelerator"] = "auto"
 
     def validate(self, num_devices: int) -> None:
-        """Raises ValueError naming the numbers that do not work together (each field's own
-        range is `check_fields`')."""
+        """Raises DeviceFitError naming the numbers that do not work together (each field's
+        own range is `check_fields`')."""
         if self.envs_per_device and self.num_envs != self.envs_per_device * num_devices:
-            raise ValueError(
+            raise DeviceFitError(
+                "arch.envs_per_device",
                 f"arch.envs_per_device={self.envs_per_device} on {num_devices} devices means "
                 f"arch.num_envs={self.envs_per_device * num_devices}, but it is {self.num_envs}: "
-                "set one of the two"
+                "set one of the two",
             )
         if self.num_envs % num_devices:
             lo = self.num_envs - self.num_envs % num_devices
-            raise ValueError(
+            raise DeviceFitError(
+                "arch.num_envs",
                 f"arch.num_envs={self.num_envs} does not divide over {num_devices} devices; "
                 f"use a multiple of {num_devices} (e.g. {max(lo, num_devices)} or "
-                f"{lo + num_devices}) or set arch.num_devices"
+                f"{lo + num_devices}) or set arch.num_devices",
             )
 
 
@@ -114,13 +126,14 @@ class EvalConfig:
     policy: Literal["evaluation", "training"] = "evaluation"
 
     def validate(self, num_devices: int) -> None:
-        """Raises ValueError when the episodes do not divide over the devices (each field's
+        """Raises DeviceFitError when the episodes do not divide over the devices (each field's
         own range is `check_fields`')."""
         if self.episodes % num_devices:
             lo = self.episodes - self.episodes % num_devices
-            raise ValueError(
+            raise DeviceFitError(
+                "eval.episodes",
                 f"eval.episodes={self.episodes} does not divide over {num_devices} devices; use "
-                f"a multiple of {num_devices} (e.g. {max(lo, num_devices)} or {lo + num_devices})"
+                f"a multiple of {num_devices} (e.g. {max(lo, num_devices)} or {lo + num_devices})",
             )
 
 

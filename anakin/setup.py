@@ -21,6 +21,7 @@ from anakin import flops as flops_lib
 from anakin import runs as runs_lib
 from anakin.algorithms.networks import num_params
 from anakin.config import (
+    DeviceFitError,
     Range,
     TrainConfig,
     check_fields,
@@ -321,10 +322,8 @@ def fit_to_devices(algo_name: str, cfg: TrainConfig, explicit: frozenset[str] | 
         explicit = explicit | {"arch.num_envs"}
     try:
         return setup(algo_name, cfg)
-    except ValueError as as_given:
-        first = as_given
-    if "devices" not in str(first):  # not a count the devices decide: no fit can mend it
-        raise first
+    except DeviceFitError as as_given:
+        first = as_given  # any other refusal is not a count the devices decide: no fit mends it
     start = math.ceil(cfg.arch.num_envs / num_devices)
     per_device = (
         [cfg.arch.num_envs // num_devices]
@@ -343,11 +342,13 @@ def fit_to_devices(algo_name: str, cfg: TrainConfig, explicit: frozenset[str] | 
             continue
         try:
             prepared = setup(algo_name, fitted)
-        except ValueError as e:
-            if beyond is None and "devices" not in str(e):
-                beyond = e
-            if yours is None and "devices" in str(e) and str(e).split("=", 1)[0] in explicit:
+        except DeviceFitError as e:
+            if yours is None and e.field in explicit:
                 yours = e
+            continue
+        except ValueError as e:
+            if beyond is None:
+                beyond = e
             continue
         changed = [
             f"{name} {get_dotted(cfg, name)} -> {get_dotted(fitted, name)}"
@@ -362,10 +363,9 @@ def fit_to_devices(algo_name: str, cfg: TrainConfig, explicit: frozenset[str] | 
     # Counts that divide then meet another refusal (say SAC on discrete actions), or a value you
     # set that no count fits (say eval.episodes=8 on 3 devices): that one is what the user must
     # fix, not the count the fit would have changed.
-    if beyond is not None and "devices" in str(first):
+    if beyond is not None:
         raise beyond
-    named = str(first).split("=", 1)[0]  # the count the config as given was refused for
-    if yours is not None and named in FITTED and named not in explicit:
+    if yours is not None and first.field in FITTED and first.field not in explicit:
         raise yours
     raise first
 

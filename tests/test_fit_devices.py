@@ -309,6 +309,41 @@ def test_a_refusal_beyond_the_device_count_is_the_one_named():
             launch.resolve("impala", flags=flags)
 
 
+def test_a_device_count_refusal_names_its_field_as_it_reads():
+    # fit_to_devices rounds what a preset chose and refuses what the user set by the error's
+    # field, so every count refused for the devices carries the setting its message opens with.
+    from anakin.algorithms import bc, impala, ppo, replay
+
+    from anakin import envs
+    from anakin.config import ArchConfig, DeviceFitError, EvalConfig
+    from anakin.types import Layout
+
+    spec = envs.spec(*envs.make("CartPole-v1"))
+    layout = Layout(num_envs=6, num_devices=3, rollout_length=5)
+    refusals = {
+        "arch.num_envs": lambda: ArchConfig(num_envs=4).validate(3),
+        "arch.envs_per_device": lambda: ArchConfig(num_envs=4, envs_per_device=1).validate(3),
+        "eval.episodes": lambda: EvalConfig(episodes=8).validate(3),
+        "algo.num_sgd_steps_per_step": lambda: impala.ImpalaConfig(
+            num_sgd_steps_per_step=4
+        ).validate(layout, spec),
+        "algo.num_minibatches": lambda: ppo.PPOConfig(num_minibatches=4).validate(layout, spec),
+        "algo.batch_size": lambda: bc.BCConfig(batch_size=8).validate(layout, spec),
+        "algo.replay_capacity": lambda: replay.check_sizes(
+            layout, capacity=100, length=1, period=1, min_size=6, batch_size=6
+        ),
+    }
+    for field, refuse in refusals.items():
+        with pytest.raises(DeviceFitError) as e:
+            refuse()
+        assert e.value.field == field
+        assert str(e.value).startswith(f"{field}=")
+    # A refusal of an index range is no device count: no fitted count mends it.
+    with pytest.raises(ValueError) as e:
+        replay.check_sizes(layout, capacity=2**31 * 6, length=1, period=1, min_size=6, batch_size=6)
+    assert not isinstance(e.value, DeviceFitError)
+
+
 @pytest.mark.parametrize("algo", ["dqn", "r2d2"])
 def test_the_replay_learners_accelerator_layout_trains_on_three_devices(tmp_path, algo):
     """DQN's and R2D2's accelerator layouts (a 1M-transition replay, sequences of 65,536) fitted
