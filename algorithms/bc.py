@@ -6,7 +6,9 @@ actions), `mse` (squared error of the deterministic action), `peerbc` (Peer-BC, 
 discounts what noisy labels agree with by chance) and `rcal` (Piot et al. 2014: a sparsity
 penalty on the rewards implied by reading the logits as Q-values). Each update runs
 `num_sgd_steps_per_step` SGD steps, each on a minibatch drawn uniformly with replacement from the
-device's shard of the dataset; gradients are averaged over devices.
+device's shard of the dataset (a minibatch larger than the shard repeats steps, as the
+batches of a repeated, shuffled dataset in Acme's pipeline would); gradients are averaged over
+devices.
 
 Discrete actions use a categorical policy over the network's logits. Continuous actions use a
 diagonal Gaussian in a unit action space, squashed by tanh when `tanh_squash`, then mapped
@@ -100,14 +102,13 @@ class BCConfig:
         if dataset_size is not None:
             if dataset_size < 1:
                 raise ValueError(f"the dataset is empty ({dataset_size} steps); BC needs data")
-            shard = dataset_size // num_devices
-            per_device = self.batch_size // num_devices
-            if per_device > shard:
+            # Minibatches are drawn with replacement, so one larger than a device's shard
+            # repeats steps, as batches of a repeated, shuffled dataset do; a device needs one.
+            if dataset_size < num_devices:
                 raise ValueError(
-                    f"algo.batch_size={self.batch_size} over {num_devices} devices is "
-                    f"{per_device} per device, more than the {shard} steps each device holds "
-                    f"(dataset of {dataset_size} steps // {num_devices}); lower batch_size to "
-                    f"<= {shard * num_devices} or use a larger dataset"
+                    f"the dataset's {dataset_size} steps are fewer than the {num_devices} "
+                    "devices, each of which holds dataset steps // devices of them; set "
+                    f"arch.num_devices <= {dataset_size} or record a larger dataset"
                 )
         self.validate_spec(spec)
 

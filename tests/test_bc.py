@@ -149,8 +149,11 @@ def test_config_errors_name_the_numbers():
     cfg = BCConfig(batch_size=30)
     with pytest.raises(ValueError, match=r"batch_size=30 does not divide over 4 devices"):
         cfg.validate(Layout(8, 4, 1), DISCRETE, 1000)
-    with pytest.raises(ValueError, match=r"64 per device, more than the 50 steps each device"):
-        BCConfig(batch_size=256).validate(Layout(8, 4, 1), DISCRETE, 203)
+    # Minibatches are drawn with replacement: 64 per device from 50 steps each is allowed,
+    # a device without a step is not.
+    BCConfig(batch_size=256).validate(Layout(8, 4, 1), DISCRETE, 203)
+    with pytest.raises(ValueError, match=r"dataset's 3 steps are fewer than the 4 devices"):
+        BCConfig(batch_size=4).validate(Layout(8, 4, 1), DISCRETE, 3)
     with pytest.raises(ValueError, match=r"dataset is empty"):
         BCConfig().validate(Layout(8, 4, 1), DISCRETE, 0)
     with pytest.raises(ValueError, match=r"lstm_size=32: BC here is feed-forward"):
@@ -207,6 +210,11 @@ def test_update_on_devices_counts_steps_and_samples_per_device_minibatches():
     assert int(state.sgd_steps) == cfg.num_sgd_steps_per_step
     assert len(set(np.round(metrics["loss"], 6))) == NUM_DEVICES, metrics["loss"]
     np.testing.assert_allclose(metrics["grad_norm"], metrics["grad_norm"][0])  # after pmean
+    # A minibatch larger than a device's shard (8 per device from 3 steps) repeats its steps.
+    small = jax.tree.map(lambda x: x[: 3 * NUM_DEVICES], one_shard)
+    _, state, metrics = train(small, DISCRETE, cfg, calls=1)
+    assert int(state.sgd_steps) == cfg.num_sgd_steps_per_step
+    assert np.all(np.isfinite(metrics["loss"]))
 
 
 def record(name: str, policy, num_envs: int, steps: int, seed: int):
