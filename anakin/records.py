@@ -15,11 +15,12 @@ from anakin.types import RunnerState
 
 
 def eval_record(result: EvalResult, dataset_meta: dict | None = None) -> dict[str, Any]:
-    """Summary numbers of one evaluation, as logged (offline runs: also as a fraction of the
-    dataset's mean return)."""
+    """Summary numbers of one evaluation, as logged (offline runs whose dataset's mean return
+    is positive: also as a fraction of it; with negative returns, as on Acrobot, a ratio reads
+    backwards, a clone at -200 against a dataset's -80 being "250%", so there is none)."""
     returns = np.asarray(result.returns)
     extra = {}
-    if dataset_meta and dataset_meta.get("mean_return"):
+    if dataset_meta and (dataset_meta.get("mean_return") or 0) > 0:
         extra["eval_fraction_of_dataset"] = float(returns.mean()) / dataset_meta["mean_return"]
     return {
         **extra,

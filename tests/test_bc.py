@@ -357,3 +357,14 @@ def test_presets_are_bc_configs():
     cfg, arch = PRESETS["default"]
     assert isinstance(cfg, BCConfig) and arch.rollout_length == 1
     assert dataclasses.replace(cfg, loss="peerbc").effective_base_loss == "logp"
+
+
+def test_the_fraction_of_the_datasets_return_is_reported_only_where_it_reads_forwards():
+    from anakin.episodes import EvalResult
+    from anakin.records import eval_record
+
+    result = EvalResult(np.array([-200.0, -100.0]), np.array([200, 100]), np.array([True, True]))
+    assert "eval_fraction_of_dataset" not in eval_record(result, {"mean_return": -80.0})
+    assert "eval_fraction_of_dataset" not in eval_record(result, {"mean_return": 0.0})
+    positive = eval_record(result._replace(returns=np.array([40.0, 60.0])), {"mean_return": 100.0})
+    assert positive["eval_fraction_of_dataset"] == 0.5
