@@ -398,10 +398,22 @@ PRESETS: dict[str, tuple[BCConfig, ArchConfig]] = {
     ),
 }
 
+# The accelerator layout (`arch.layout`), on top of the default preset: minibatches of 1,024 at
+# twice the learning rate, so a quarter of the CPU layout's sequential SGD steps per dataset
+# sample over the same budget. On PPO-recorded CartPole (clean and epsilon 0.2), Acrobot and
+# MountainCarContinuous datasets it clones the demonstrator as the CPU layout does, in about half
+# its SGD steps and twice its samples; 3e-3 was as good, minibatches of 2,048 needed three times
+# the samples (scripts/results/layout_bc.md; docs/gpu.md#layouts).
+ACCELERATOR = {
+    "algo.batch_size": 1024,
+    "algo.learning_rate": 2e-3,
+}
+
 ENTRY = AlgorithmEntry(
     config_cls=BCConfig,
     make=make_bc,
     presets=PRESETS,
     offline=True,
     samples_per_update=lambda cfg, layout: cfg.batch_size * cfg.num_sgd_steps_per_step,
+    accelerator=ACCELERATOR,
 )

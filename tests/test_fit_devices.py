@@ -221,10 +221,22 @@ def test_the_accelerator_layout_changes_the_default_preset_and_keeps_what_you_se
         ]
         assert fast.cfg.arch.num_envs == 512
         assert per_env_step == [accelerator, cpu]  # a quarter of the CPU layout's, as SAC's
-    with pytest.raises(ValueError, match=r"bc has no accelerator layout yet"):
-        launch.resolve("bc", flags=["--arch.layout", "accelerator"])
+    # BC's: batches of 1,024 at twice the learning rate, a quarter of the SGD steps per sample.
+    clone = launch.resolve_config("bc", flags=["--arch.layout", "accelerator"])[0].algo
+    assert (clone.batch_size, clone.learning_rate) == (1024, 2e-3)
     with pytest.raises(ValueError, match=r"arch.layout='gpu' must be one of"):
         launch.resolve("impala", flags=[], settings={"arch.layout": "gpu"})
+
+
+def test_an_algorithm_without_an_accelerator_layout_keeps_the_cpu_one(monkeypatch):
+    # Every algorithm here has one; one registered later may not, and is told so by name.
+    from anakin.algorithms import bc
+
+    monkeypatch.setattr(bc, "ENTRY", bc.ENTRY._replace(accelerator={}))
+    with pytest.raises(ValueError, match=r"bc has no accelerator layout yet"):
+        launch.resolve("bc", flags=["--arch.layout", "accelerator"])
+    assert launch.resolve_config("bc", flags=[])[0].arch.layout == "cpu"
+    assert "bc has no accelerator layout yet" in launch.describe_layout("bc", "cpu")
 
 
 def assert_takes(settings, env: str, what: str) -> None:
@@ -368,4 +380,30 @@ def test_the_replay_learners_accelerator_layout_trains_on_three_devices(tmp_path
     assert saved["arch"]["num_envs"] == 513 and saved["algo"]["replay_capacity"] % 513 == 0
     summary = json.loads((out / "three" / "summary.json").read_text())
     assert summary["env_steps"] == 513 * saved["arch"]["rollout_length"]
+    assert summary["eval_episodes"] == 3
+
+
+def test_bcs_accelerator_layout_trains_on_three_devices(tmp_path, cartpole_dataset):
+    """BC's minibatches of 1,024 fitted to 3 forced CPU devices (1,026, 342 per device, more
+    than each device's shard of the small recording holds): they train and evaluate."""
+    out = tmp_path / "runs"
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "anakin.cli", "train", "bc", "--env", "CartPole-v1",
+            "--dataset", cartpole_dataset, "--arch.layout", "accelerator",
+            "--arch.total-env-steps", "1", "--arch.updates-per-call", "1",
+            "--eval.episodes", "3", "--out", str(out), "--run-name", "three",
+        ],
+        env={**os.environ, "XLA_FLAGS": _flags_with(3)},
+        capture_output=True,
+        text=True,
+        timeout=110,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "layout: accelerator" in proc.stdout + proc.stderr
+    assert "algo.batch_size 1024 -> 1026" in proc.stdout + proc.stderr
+    saved = json.loads((out / "three" / "config.json").read_text())["config"]
+    assert (saved["algo"]["batch_size"], saved["algo"]["learning_rate"]) == (1026, 2e-3)
+    summary = json.loads((out / "three" / "summary.json").read_text())
+    assert summary["env_steps"] == 1026 * saved["algo"]["num_sgd_steps_per_step"]
     assert summary["eval_episodes"] == 3
