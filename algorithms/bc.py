@@ -401,9 +401,9 @@ PRESETS: dict[str, tuple[BCConfig, ArchConfig]] = {
 # The accelerator layout (`arch.layout`), on top of the default preset: minibatches of 1,024 at
 # twice the learning rate, so a quarter of the CPU layout's sequential SGD steps per dataset
 # sample over the same budget. On PPO-recorded CartPole (clean and epsilon 0.2), Acrobot and
-# MountainCarContinuous datasets it clones the demonstrator as the CPU layout does, in about half
-# its SGD steps and twice its samples; 3e-3 was as good, minibatches of 2,048 needed three times
-# the samples (scripts/results/layout_bc.md; docs/gpu.md#layouts).
+# MountainCarContinuous datasets it clones the demonstrator as the CPU layout does (8 seeds
+# each), in 40-50% of its SGD steps and 1.6-2x its samples (scripts/results/layout_bc.md;
+# docs/gpu.md#layouts).
 ACCELERATOR = {
     "algo.batch_size": 1024,
     "algo.learning_rate": 2e-3,

@@ -9,7 +9,8 @@ clones every recording with BC through the public command, `--arch.layout cpu` a
 machine's drift falls on both alike:
 
     anakin train bc --env TASK --dataset FILE --arch.layout L --num-seeds N
-        --eval.every-env-steps EVERY --eval.episodes 64 --quiet --checkpoint.no-enabled
+        --eval.every-env-steps EVERY --arch.updates-per-call EVERY/(samples per update)
+        --eval.episodes 64 --quiet --checkpoint.no-enabled
 
 Per seed, the first evaluation whose greedy return comes within 1 - --fraction of the
 dataset's mean return, of its size (95%: 475 of 500, -84 of -80), its dataset samples, SGD
@@ -71,11 +72,24 @@ def record(name: str, runs: Path) -> dict:
     return {"task": task, "file": out, **{k: collected[k] for k in ("steps", "mean_return")}}
 
 
+def updates_per_call(layout: str, every: int) -> int:
+    """Updates per program call for calls of `every` samples: an evaluation runs between calls,
+    so both layouts are evaluated at the same samples."""
+    from anakin import launch
+
+    algo = launch.resolve_config("bc", flags=["--arch.layout", layout])[0].algo
+    per_update = algo.batch_size * algo.num_sgd_steps_per_step
+    if every % per_update:
+        raise SystemExit(f"--every {every} is no multiple of the {per_update} samples per update")
+    return every // per_update
+
+
 def clone(data: dict, layout: str, seeds: int, every: int, runs: Path, name: str) -> dict:
     t0 = time.monotonic()
     anakin("train", "bc", "--env", data["task"], "--dataset", str(data["file"]),
            "--arch.layout", layout, "--num-seeds", str(seeds), "--eval.every-env-steps",
-           str(every), "--eval.episodes", "64", "--quiet", "--checkpoint.no-enabled", "--out",
+           str(every), "--arch.updates-per-call", str(updates_per_call(layout, every)),
+           "--eval.episodes", "64", "--quiet", "--checkpoint.no-enabled", "--out",
            str(runs), "--run-name", name)  # fmt: skip
     run = runs / name
     calls = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
@@ -111,12 +125,11 @@ def to_clone(result: dict, threshold: float) -> dict:
     }
 
 
-def markdown(doc: dict) -> str:
-    meta, rows = doc["meta"], doc["rows"]
+def table(doc: dict) -> list[str]:
+    """The markdown table of a result file (`{"layout_bc": {...}, "rows": [...]}`)."""
+    meta, rows = doc["layout_bc"], doc["rows"]
     seeds = meta["num_seeds"]
     out = [
-        "# bc: `--arch.layout cpu` against `--arch.layout accelerator`",
-        "",
         f"Written by `{meta['command']}` ({meta['cpu_count']} CPU cores). Demonstrators: PPO "
         "with its defaults, greedy episodes recorded by `anakin collect`. The accelerator "
         f"layout: {', '.join(f'{k}={v}' for k, v in meta['accelerator_settings'].items())}. "
@@ -143,14 +156,19 @@ def markdown(doc: dict) -> str:
                 f"{m['median_samples']:,.0f} | {m['median_sgd_steps']:,.0f} | "
                 f"{m['median_wall_s']:.1f} | {m['budget_sgd_steps']:,.0f} | {m['mean_eval']:.1f} |"
             )
-    return "\n".join(out) + "\n"
+    return out
+
+
+def markdown(doc: dict) -> str:
+    title = "# bc: `--arch.layout cpu` against `--arch.layout accelerator`"
+    return "\n".join([title, "", *table(doc)]) + "\n"
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=list(DATASETS))
     p.add_argument("--num-seeds", type=int, default=8)
-    p.add_argument("--every", type=int, default=102_400, help="dataset samples per evaluation")
+    p.add_argument("--every", type=int, default=20_480, help="dataset samples per evaluation")
     p.add_argument("--fraction", type=float, default=0.95)
     p.add_argument("--results", default=str(Path(__file__).parent / "results"))
     a = p.parse_args()
@@ -176,7 +194,7 @@ def main() -> None:
                 print(name, layout, json.dumps(shown), flush=True)
             rows.append(row)
     doc = {
-        "meta": {
+        "layout_bc": {
             "num_seeds": a.num_seeds,
             "every": a.every,
             "fraction": a.fraction,

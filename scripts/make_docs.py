@@ -41,6 +41,7 @@ if __name__ == "__main__" and not __package__:  # run as a file: import its sibl
 from scripts import (  # noqa: E402
     bench,
     image_torso,
+    layout_bc,
     layout_compare,
     pbt_compare,
     reference,
@@ -209,6 +210,10 @@ def time_to_score_section(name: str, doc: dict[str, Any]) -> list[str]:
 
 def layout_section(name: str, doc: dict[str, Any]) -> list[str]:
     return [f"### {name}", "", *layout_compare.table(doc)]
+
+
+def layout_bc_section(name: str, doc: dict[str, Any]) -> list[str]:
+    return [f"### {name}", "", *layout_bc.table(doc)]
 
 
 def image_torso_section(name: str, doc: dict[str, Any]) -> list[str]:
@@ -429,6 +434,8 @@ def kind(doc: Any) -> str | None:
         return "time_to_score"
     if "layout" in doc and "rows" in doc:
         return "layout"
+    if "layout_bc" in doc and "rows" in doc:
+        return "layout_bc"
     if "image_torso" in doc and "rows" in doc:
         return "image_torso"
     if "stability" in doc and "rows" in doc:
@@ -475,6 +482,13 @@ PARTS = (  # (kind, heading, what the files hold, section)
         "`--arch.layout cpu` against `--arch.layout accelerator` (or a candidate for one): env "
         "steps and wall time to a score.",
         layout_section,
+    ),
+    (
+        "layout_bc",
+        "BC's layouts",
+        "`--arch.layout cpu` against `--arch.layout accelerator` for behaviour cloning: dataset "
+        "samples and SGD steps to a clone of the demonstrator.",
+        layout_bc_section,
     ),
     (
         "image_torso",
