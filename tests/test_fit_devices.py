@@ -14,6 +14,14 @@ from anakin import algorithms, launch
 
 ONLINE = ["impala", "ppo", "dqn", "r2d2", "sac"]
 ENV = {"sac": "Pendulum-v1"}
+ALL = [*ONLINE, "bc"]
+
+
+def _extra(dataset: str) -> dict[str, list[str]]:
+    """The flags an algorithm's default command needs beyond its name: SAC an environment with
+    continuous actions, BC a recording to clone."""
+    return {"sac": ["--env", ENV["sac"]], "bc": ["--dataset", dataset]}
+
 
 # Resolves (checks and builds, compiles nothing) every preset on the process's devices and
 # prints one line per preset: the fitted counts, or the error.
@@ -21,9 +29,9 @@ RESOLVE_ALL = textwrap.dedent(
     """
     import json
     from anakin import algorithms, launch
-    for algo in {online!r}:
+    for algo in {algos!r}:
         for preset in algorithms.get(algo).presets:
-            flags = ["--env", {env!r}[algo]] if algo in {env!r} else []
+            flags = {extra!r}.get(algo, [])
             try:
                 cfg = launch.resolve(algo, preset=preset, flags=flags).cfg
                 line = dict(algo=algo, preset=preset, num_envs=cfg.arch.num_envs,
@@ -43,7 +51,7 @@ RESOLVE_ALL = textwrap.dedent(
                 line = dict(algo=algo, preset="accelerator", error=str(e))
             print(json.dumps(line))
     """
-).format(online=ONLINE, env=ENV)
+)
 
 
 def _flags_with(devices: int) -> str:
@@ -52,27 +60,25 @@ def _flags_with(devices: int) -> str:
     return " ".join([*flags, f"--xla_force_host_platform_device_count={devices}"])
 
 
-def test_every_preset_resolves_on_one_to_four_devices():
+def test_every_preset_resolves_on_one_to_four_devices(cartpole_dataset):
+    extra = _extra(cartpole_dataset)
     for devices in (1, 2, 3, 4):
-        for algo in ONLINE:
+        for algo in ALL:
             for preset in algorithms.get(algo).presets:
                 flags = ["--arch.num-devices", str(devices)]
-                cfg = launch.resolve(
-                    algo, preset=preset, flags=flags + (["--env", ENV[algo]] if algo in ENV else [])
-                ).cfg
+                cfg = launch.resolve(algo, preset=preset, flags=flags + extra.get(algo, [])).cfg
                 assert cfg.arch.num_envs % devices == 0 and cfg.eval.episodes % devices == 0
             if algorithms.get(algo).accelerator:
                 flags = [*flags, "--arch.layout", "accelerator"]
-                cfg = launch.resolve(
-                    algo, flags=flags + (["--env", ENV[algo]] if algo in ENV else [])
-                ).cfg
+                cfg = launch.resolve(algo, flags=flags + extra.get(algo, [])).cfg
                 assert cfg.arch.layout == "accelerator" and cfg.arch.num_envs % devices == 0
 
 
 @pytest.mark.parametrize("devices", [6, 8, 16])  # a TPU host or an 8-GPU node, and more
-def test_every_preset_resolves_on_many_devices(devices):
+def test_every_preset_resolves_on_many_devices(devices, cartpole_dataset):
+    script = RESOLVE_ALL.format(algos=ALL, extra=_extra(cartpole_dataset))
     proc = subprocess.run(
-        [sys.executable, "-c", RESOLVE_ALL],
+        [sys.executable, "-c", script],
         env={**os.environ, "XLA_FLAGS": _flags_with(devices), "ANAKIN_COMPILE_CACHE": "0"},
         capture_output=True,
         text=True,
@@ -81,7 +87,7 @@ def test_every_preset_resolves_on_many_devices(devices):
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = [json.loads(line) for line in proc.stdout.splitlines()]
     assert len(lines) == sum(
-        len(algorithms.get(a).presets) + bool(algorithms.get(a).accelerator) for a in ONLINE
+        len(algorithms.get(a).presets) + bool(algorithms.get(a).accelerator) for a in ALL
     )
     for line in lines:
         assert "error" not in line, line
