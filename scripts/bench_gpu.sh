@@ -42,3 +42,5 @@ python scripts/suite.py --time-budget 20 --algos impala ppo dqn r2d2 "${baseline
   UmbrellaChain-bsuite DiscountingChain-bsuite FourRooms-misc --num-seeds 4 \
   --runs /tmp/anakin-gpu-suite-runs --results "$out/suite_time" --no-plot 2>&1 \
   | tee "$out/suite_time.log"
+# BC's layouts: SGD steps and wall-clock seconds to a clone of a PPO demonstrator, both layouts.
+python scripts/layout_bc.py --num-seeds 8 --results "$out" 2>&1 | tee "$out/layout_bc.log"
