@@ -607,8 +607,9 @@ def replay_profile_table(rows: list[dict]) -> str:
 
 def algo_and_layout(row: dict) -> str:
     """A cost row's algorithm, with " (accelerator)" for that layout's rows (rows written
-    before layouts were measured are the CPU layout's)."""
-    return row["algo"] + (" (accelerator)" if row.get("layout") == "accelerator" else "")
+    before layouts were measured are the CPU layout's); BC's counts are per dataset sample."""
+    name = row["algo"] + (" (accelerator)" if row.get("layout") == "accelerator" else "")
+    return name + (", per dataset sample" if row["algo"] == "bc" else "")
 
 
 def cost_table(rows: list[dict], peak: float) -> str:
@@ -621,7 +622,7 @@ def cost_table(rows: list[dict], peak: float) -> str:
         achieved = r["env_sps"] * r["flops_per_env_step"]
         lines.append(
             f"| {algo_and_layout(r)} | {r['env']} | {r['num_envs']:,} | {fmt(r['env_sps'])} | "
-            f"{fmt(r.get('ceiling_sps', float('nan')))} | {r['compile_s']:.1f} | "
+            f"{fmt(r['ceiling_sps']) if 'ceiling_sps' in r else '-'} | {r['compile_s']:.1f} | "
             f"{r['host_peak_mib']:,.0f} | {r['flops_per_env_step']:,.0f} | "
             f"{r['sgd_steps_per_env_step']:.2g} | {achieved / peak:.0%} |"
         )
@@ -870,16 +871,23 @@ def main() -> None:
         rows = []
         from anakin import algorithms
 
-        for n in args.cost_envs:  # sizes outer: this machine's drift spreads over algorithms
-            for algo, layout in [(a, lay) for a in args.cost_algos for lay in args.cost_layouts]:
-                if layout == "accelerator" and not algorithms.get(algo).accelerator:
-                    continue  # no such layout: the CPU one is the only one
-                env = "Pendulum-v1" if algo == "sac" else "CartPole-v1"
-                steps = cost_steps(algo, env, n)
-                spec = {"algo": algo, "env": env, "devices": d, "num_envs": n, **timing}
-                spec |= {"steps_per_call": steps, "layout": layout}
-                rows.append(run_worker("train", spec, d))
-                print(cost_table(rows[-1:], peak["flops_per_s"]).splitlines()[-1], flush=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            for n in args.cost_envs:  # sizes outer: this machine's drift spreads over algorithms
+                for algo, layout in [
+                    (a, lay) for a in args.cost_algos for lay in args.cost_layouts
+                ]:
+                    if layout == "accelerator" and not algorithms.get(algo).accelerator:
+                        continue  # no such layout: the CPU one is the only one
+                    env = "Pendulum-v1" if algo == "sac" else "CartPole-v1"
+                    spec = {"algo": algo, "env": env, "devices": d, "num_envs": n, **timing}
+                    spec |= {"steps_per_call": cost_steps(algo, env, n), "layout": layout}
+                    if algo == "bc":  # its environments only evaluate: one row, per sample
+                        if n != args.cost_envs[0]:
+                            continue
+                        spec["num_envs"] = SETUPS[(algo, env)][2]
+                        spec["dataset"] = str(synthetic_dataset_worker(env, tmp))
+                    rows.append(run_worker("train", spec, d))
+                    print(cost_table(rows[-1:], peak["flops_per_s"]).splitlines()[-1], flush=True)
         results["cost"] = {"matmul_flops_per_s": peak["flops_per_s"], "rows": rows}
         print("\n" + cost_table(rows, peak["flops_per_s"]))
 
