@@ -200,6 +200,14 @@ CANDIDATES = {
         [*R2D2_ACCELERATOR, "--algo.epsilon-decay-steps", "160000"],
     ),
     "dqn, adam keep max": ("dqn", ["--algo.adam-keep-max", "--algo.update-rms-clip", "10"]),
+    # DQN's CPU layout with 4x its replay (262,144): the accelerator layout's larger replays
+    # kept CartPole's call means up; do they keep the CPU layout's seeds solved to the end (2
+    # of its 12 seeds end below 475 in greedy evaluation)? Seeds 0-3, then 100-107 (8 seeds).
+    "dqn replay 262k": ("dqn", ["--algo.replay-capacity", "262144"]),
+    "dqn replay 262k, more seeds": (
+        "dqn",
+        ["--algo.replay-capacity", "262144", "--arch.seed", "100"],
+    ),
     # The Q-learners' n-step returns before 5 steps became the default (docs/suite.md).
     "dqn n-step 3": ("dqn", ["--algo.n-step", "3"]),
     "r2d2 n-step 3": ("r2d2", ["--algo.bootstrap-n", "3"]),
