@@ -152,7 +152,10 @@ def setup(algo_name: str, cfg: TrainConfig) -> Setup:
             validate(c)
         except ValueError as e:
             named = ", ".join(f"algo.{k}={v}" for k, v in setting.items())
-            raise ValueError(f"the sweep's run with {named}: {e}") from None
+            message = f"the sweep's run with {named}: {e}"
+            if isinstance(e, DeviceFitError):  # still a count the devices decide
+                raise DeviceFitError(e.field, message) from None
+            raise ValueError(message) from None
     pbt = pbt_settings(algo_name, entry, cfg, layout, num_runs, sweeps)
     check_memory(
         make_build(entry, cfg, spec, layout), cfg, spec, env, env_params, devices, num_runs, data

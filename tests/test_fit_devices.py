@@ -327,6 +327,21 @@ def test_a_refusal_beyond_the_device_count_is_the_one_named():
             launch.resolve("impala", flags=flags)
 
 
+def test_a_sweep_is_fitted_to_the_devices_as_one_run_is():
+    # Each setting of a sweep is checked on its own; a count refused there is still the
+    # devices' to fit. A preset's 4 environments on 4 devices divide, but 1 per device cannot
+    # hold IMPALA's 2 minibatches: 8 environments.
+    from anakin.setup import fit_to_devices
+
+    sweep = ["--sweep", "algo.learning_rate=1e-3,2e-3"]
+    cfg = launch.resolve_config("impala", flags=[*sweep, "--arch.num-devices", "4"])[0]
+    cfg = dataclasses.replace(cfg, arch=dataclasses.replace(cfg.arch, num_envs=4))
+    fitted = fit_to_devices("impala", cfg, frozenset({"arch.num_devices", "sweep"}))
+    assert fitted.cfg.arch.num_envs == 8
+    with pytest.raises(ValueError, match=r"^the sweep's run with algo.learning_rate=0.001: "):
+        fit_to_devices("impala", cfg, frozenset({"arch.num_devices", "sweep", "arch.num_envs"}))
+
+
 def test_a_device_count_refusal_names_its_field_as_it_reads():
     # fit_to_devices rounds what a preset chose and refuses what the user set by the error's
     # field, so every count refused for the devices carries the setting its message opens with.
