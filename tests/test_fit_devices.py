@@ -377,14 +377,12 @@ def test_a_device_count_refusal_names_its_field_as_it_reads():
     assert not isinstance(e.value, DeviceFitError)
 
 
-@pytest.mark.parametrize("algo", ["dqn", "r2d2"])
-def test_the_replay_learners_accelerator_layout_trains_on_three_devices(tmp_path, algo):
-    """DQN's and R2D2's accelerator layouts (a 1M-transition replay, sequences of 65,536) fitted
-    to 3 forced CPU devices, one update: the fitted counts build, train and evaluate."""
-    out = tmp_path / "runs"
+def _accelerator_layout_on_three_devices(out, algo: str, *flags: str) -> tuple[str, dict, dict]:
+    """`anakin train ALGO --arch.layout accelerator` on 3 forced CPU devices, one update and an
+    evaluation of 3 episodes -> (its output, the saved config, its summary)."""
     proc = subprocess.run(
         [
-            sys.executable, "-m", "anakin.cli", "train", algo, "--env", "CartPole-v1",
+            sys.executable, "-m", "anakin.cli", "train", algo, "--env", "CartPole-v1", *flags,
             "--arch.layout", "accelerator", "--arch.total-env-steps", "1",
             "--arch.updates-per-call", "1", "--eval.episodes", "3",
             "--out", str(out), "--run-name", "three",
@@ -395,36 +393,30 @@ def test_the_replay_learners_accelerator_layout_trains_on_three_devices(tmp_path
         timeout=110,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "layout: accelerator" in proc.stdout + proc.stderr
-    assert "fitted to 3 devices: arch.num_envs 512 -> 513" in proc.stdout + proc.stderr
     saved = json.loads((out / "three" / "config.json").read_text())["config"]
-    assert saved["arch"]["num_envs"] == 513 and saved["algo"]["replay_capacity"] % 513 == 0
     summary = json.loads((out / "three" / "summary.json").read_text())
-    assert summary["env_steps"] == 513 * saved["arch"]["rollout_length"]
     assert summary["eval_episodes"] == 3
+    return proc.stdout + proc.stderr, saved, summary
+
+
+@pytest.mark.parametrize("algo", ["dqn", "r2d2"])
+def test_the_replay_learners_accelerator_layout_trains_on_three_devices(tmp_path, algo):
+    """DQN's and R2D2's accelerator layouts (a 1M-transition replay, sequences of 65,536) fitted
+    to 3 forced CPU devices, one update: the fitted counts build, train and evaluate."""
+    text, saved, summary = _accelerator_layout_on_three_devices(tmp_path / "runs", algo)
+    assert "layout: accelerator" in text
+    assert "fitted to 3 devices: arch.num_envs 512 -> 513" in text
+    assert saved["arch"]["num_envs"] == 513 and saved["algo"]["replay_capacity"] % 513 == 0
+    assert summary["env_steps"] == 513 * saved["arch"]["rollout_length"]
 
 
 def test_bcs_accelerator_layout_trains_on_three_devices(tmp_path, cartpole_dataset):
     """BC's minibatches of 1,024 fitted to 3 forced CPU devices (1,026, 342 per device, more
     than each device's shard of the small recording holds): they train and evaluate."""
-    out = tmp_path / "runs"
-    proc = subprocess.run(
-        [
-            sys.executable, "-m", "anakin.cli", "train", "bc", "--env", "CartPole-v1",
-            "--dataset", cartpole_dataset, "--arch.layout", "accelerator",
-            "--arch.total-env-steps", "1", "--arch.updates-per-call", "1",
-            "--eval.episodes", "3", "--out", str(out), "--run-name", "three",
-        ],
-        env={**os.environ, "XLA_FLAGS": _flags_with(3)},
-        capture_output=True,
-        text=True,
-        timeout=110,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "layout: accelerator" in proc.stdout + proc.stderr
-    assert "algo.batch_size 1024 -> 1026" in proc.stdout + proc.stderr
-    saved = json.loads((out / "three" / "config.json").read_text())["config"]
+    text, saved, summary = _accelerator_layout_on_three_devices(
+        tmp_path / "runs", "bc", "--dataset", cartpole_dataset
+    )
+    assert "layout: accelerator" in text
+    assert "algo.batch_size 1024 -> 1026" in text
     assert (saved["algo"]["batch_size"], saved["algo"]["learning_rate"]) == (1026, 2e-3)
-    summary = json.loads((out / "three" / "summary.json").read_text())
     assert summary["env_steps"] == 1026 * saved["algo"]["num_sgd_steps_per_step"]
-    assert summary["eval_episodes"] == 3
