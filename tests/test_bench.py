@@ -1,6 +1,8 @@
 """scripts/bench.py's tables from hand-made measurements (the measurements themselves are
 timings, taken by running the script, never by tests)."""
 
+from pathlib import Path
+
 from scripts import bench
 
 
@@ -51,6 +53,51 @@ def test_cost_table_names_the_layout_and_gives_utilisation_against_the_peak():
     assert old.endswith("| 9.9 | 640 | 50,000 | 0.00098 | 50% |")
     fast = bench.cost_table([{**row, "layout": "accelerator"}], peak=1e11).splitlines()[-1]
     assert fast.startswith("| impala (accelerator) | CartPole-v1 | 512 | ")
+
+
+def test_bcs_cost_row_is_per_dataset_sample_without_plain_stepping():
+    row = {"algo": "bc", "env": "CartPole-v1", "num_envs": 8, "env_sps": 2e6, "compile_s": 2.0}
+    row |= {"host_peak_mib": 400.0, "flops_per_env_step": 26_368.0}
+    row |= {"sgd_steps_per_env_step": 1 / 256}
+    line = bench.cost_table([row], peak=1e11).splitlines()[-1]
+    assert line.startswith("| bc, per dataset sample | CartPole-v1 | 8 | 2,000,000 | - | ")
+    fast = bench.cost_table([{**row, "layout": "accelerator"}], peak=1e11).splitlines()[-1]
+    assert fast.startswith("| bc (accelerator), per dataset sample | ")
+
+
+def test_a_clone_is_the_first_evaluation_at_the_threshold_per_seed():
+    from scripts import layout_bc
+
+    def call(samples, *returns):
+        return {"env_steps": samples, "wall_time": samples / 1000,
+                "per_run": [{"eval_mean_return": r} for r in returns]}  # fmt: skip
+
+    calls = [call(2048, -90.0, -100.0), {"env_steps": 3072, "per_run": [{}, {}]},
+             call(4096, -83.0, -95.0), call(6144, -84.0, -90.0)]  # fmt: skip
+    summary = {"env_steps": 6144, "sps": 1000.0, "per_run": [{"eval_mean_return": -84.0}] * 2}
+    result = {"calls": calls, "summary": summary, "batch_size": 1024, "learning_rate": 2e-3}
+    got = layout_bc.to_clone(result, threshold=-84.0)  # within 5% of a recording's -80
+    assert [s["samples"] for s in got["per_seed"]] == [4096, 6144]  # the second never got there
+    assert [s["reached"] for s in got["per_seed"]] == [True, False]
+    assert got["median_samples"] == 5120 and got["median_sgd_steps"] == 5
+    assert got["budget_sgd_steps"] == 6
+
+
+def test_bench_gpu_refuses_an_unknown_stage_before_installing_anything(tmp_path):
+    import subprocess
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "bench_gpu.sh"
+    proc = subprocess.run(
+        ["bash", str(script), "smoke", "costs"],
+        env={"PATH": "/usr/bin:/bin", "OUT": str(tmp_path / "out")},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        "bench_gpu.sh: unknown stage 'costs'; choose from smoke cost suite layouts bench"
+    )
 
 
 def test_bench_against_cases_name_what_is_wrong():
