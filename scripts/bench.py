@@ -69,6 +69,7 @@ SETUPS = {
     ("bc", "Breakout-MinAtar"): ("default", 0, 8),
     ("ppo", "CartPole-v1"): ("default", 16_384, 16),
     ("dqn", "CartPole-v1"): ("default", 16_384, 16),
+    ("dqn", "Breakout-MinAtar"): ("default", 4_096, 16),
     ("ppo", "Pendulum-v1"): ("pendulum", 16_384, 16),
     ("sac", "Pendulum-v1"): ("default", 16_384, 16),
 }
@@ -132,6 +133,7 @@ def make_config(
     dataset: str,
     devices: int = 0,
     layout: str = "cpu",
+    num_seeds: int = 1,
 ):
     """The benchmark's config of `algo` on `env` at `num_envs` environments; `layout`
     "accelerator" takes the algorithm's accelerator settings (all but the environment count,
@@ -174,6 +176,7 @@ def make_config(
         env=env,
         arch=arch,
         dataset=dataset,
+        num_seeds=num_seeds,
         quiet=True,
         eval=EvalConfig(episodes=0),
         checkpoint=CheckpointConfig(enabled=False),
@@ -246,6 +249,7 @@ def measure(spec: dict) -> dict:
         spec.get("dataset", ""),
         spec["devices"],
         spec.get("layout", "cpu"),
+        spec.get("num_seeds", 1),
     )
     t0 = time.perf_counter()
     s = fitted_setup(spec["algo"], cfg)
@@ -263,7 +267,7 @@ def measure(spec: dict) -> dict:
     jax.block_until_ready(call())
     replayed = hasattr(cfg.algo, "sgd_steps_per_update")  # R2D2, DQN, SAC
     if replayed:  # until learning is on, so SGD is inside every timed call
-        while float(runner.dev.unreplicate(call())["learner"]["learning"]) < 1.0:
+        while float(jax.numpy.min(runner.dev.unreplicate(call())["learner"]["learning"])) < 1.0:
             pass
     if replayed:
         sgd_per_update = cfg.algo.sgd_steps_per_update(cfg.arch)

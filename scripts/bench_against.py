@@ -113,6 +113,9 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3, help="alternating runs of each side")
     p.add_argument("--calls", type=int, default=2, help="timed program calls per run")
     p.add_argument(
+        "--seeds", type=int, default=1, help="runs in one program (vmapped), as --num-seeds"
+    )
+    p.add_argument(
         "--results", default="", help="also write PATH.json and PATH.md (the table, its command)"
     )
     args = p.parse_args()
@@ -130,6 +133,7 @@ def main() -> None:
         print("\n".join(table), flush=True)
         for case in cases:
             spec = {**case, "devices": args.devices, "rounds": 1, "calls": args.calls}
+            spec["num_seeds"] = args.seeds
             spec["steps_per_call"] = cost_steps(case["algo"], case["env"], case["num_envs"])
             times: dict[str, list[float | None]] = {name: [] for name in sides}
             for r in range(args.rounds):
@@ -143,6 +147,7 @@ def main() -> None:
             ours, theirs = (statistics.median(times[n]) for n in sides)
             rows.append({**spec, "rev": args.rev, "sps": times})
             name = f"{case['algo']} {case['env']} {case['num_envs']} envs ({case['layout']})"
+            name += f", {args.seeds} seeds" if args.seeds > 1 else ""
             table.append(f"| {name} | {theirs:,.0f} | {ours:,.0f} | {ours / theirs:.2f} |")
             print(table[-1], flush=True)
     if args.results:
@@ -156,7 +161,8 @@ def main() -> None:
             f"# This tree against {args.rev} ({commit})\n\nWritten by `{command}` on "
             f"{time.strftime('%Y-%m-%d')} ({os.cpu_count()} CPU cores, JAX {jax.__version__}): "
             f"env steps/s of each case, median of {args.rounds} alternating runs per side on "
-            f"{args.devices} forced CPU devices, measured by scripts/bench.py's worker.\n\n"
+            f"{args.devices} forced CPU devices, measured by scripts/bench.py's worker (with "
+            f"several seeds, each run's env steps/s).\n\n"
         )
         Path(f"{args.results}.md").write_text(head + "\n".join(table) + "\n")
         doc = {"args": vars(args), "commit": commit, "jax": jax.__version__, "rows": rows}
