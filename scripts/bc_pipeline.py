@@ -89,18 +89,25 @@ def main() -> None:
         "bc_loss": args.loss,
         "bc_samples": clone.summary["env_steps"],
         "clone_eval_return": clone.summary["eval_mean_return"],
-        "clone_fraction_of_dataset": clone.summary["eval_fraction_of_dataset"],
+        # None where the recording's mean return is not positive (a ratio would read backwards).
+        "clone_fraction_of_dataset": clone.summary.get("eval_fraction_of_dataset"),
         "wall_time_s": {k: round(v, 1) for k, v in times.items()},
     }
     print(json.dumps(result, indent=2))
+    share = result["clone_fraction_of_dataset"]
+    fraction = (
+        f"{100 * share:.1f}% of the dataset's"
+        if share is not None
+        else f"against the dataset's {collected['mean_return']:.1f}"
+    )
     print(
         f"\n| stage | result | wall s |\n|---|---|---:|\n"
         f"| IMPALA expert | eval return {expert_eval:.1f} after "
         f"{expert.summary['env_steps']:,} env steps | {times['expert']:.1f} |\n"
         f"| collect | {collected['episodes']} episodes, {collected['steps']:,} steps, "
         f"mean return {collected['mean_return']:.1f} | {times['collect']:.1f} |\n"
-        f"| BC ({args.loss}) | eval return {clone.summary['eval_mean_return']:.1f} = "
-        f"{100 * clone.summary['eval_fraction_of_dataset']:.1f}% of the dataset's | "
+        f"| BC ({args.loss}) | eval return {clone.summary['eval_mean_return']:.1f}, "
+        f"{fraction} | "
         f"{times['clone']:.1f} |"
     )
 
