@@ -2,12 +2,14 @@
 
     python scripts/bench_against.py HEAD                         # the cases below, 2 devices
     python scripts/bench_against.py 309f61a --cases ppo:1024 impala:128:cpu:Breakout-MinAtar
+    python scripts/bench_against.py HEAD --cases dqn:16 --seeds 4   # 4 runs in one program
 
 Each case (ALGO:ENVS[:LAYOUT[:ENV]], on CartPole-v1 unless named, Pendulum-v1 for SAC) is timed by
 `scripts/bench.py`'s own worker, once with this tree's packages and once with the revision's
 (checked out into a temporary git worktree and put first on the import path), in alternating
 order round by round, so that this machine's drift hits both sides alike. The table gives each
-side's median env steps/s and their ratio. Only the library differs between the sides: both use
+side's median env steps/s and their ratio (with --seeds, each run's, the runs vmapped in one
+program as --num-seeds trains them). Only the library differs between the sides: both use
 this tree's measuring code.
 """
 
