@@ -254,19 +254,34 @@ def r2d2_loss(
         return None if spec is None else policies.action_mask(spec, obs)
 
     # A truncated step bootstraps from its final observation (double Q, like every other step),
-    # in untransformed units.
+    # in untransformed units, each with the core state after its own observation. Only the
+    # truncated steps are evaluated, B of them at a time in a loop that runs until none is
+    # left: exact for any number of them, and once per update where a time limit comes at
+    # most once a sequence. (bootstrap_truncation's lax.cond alone would evaluate every step
+    # under --num-seeds, where the runs' vmap turns it into a select.)
     def final_values():
-        def q(p, cores):
-            out, _ = jax.vmap(network.apply, in_axes=(None, 0, 0, 0))(
-                p,
-                final_obs,
-                jax.tree.map(lambda c: c[:-1], cores),
-                jnp.zeros_like(data.first[:-1]),
-            )
-            return out
+        num_steps, batch = data.truncated[:-1].shape
+        flat = data.truncated[:-1].reshape(-1)
+        count = jnp.sum(flat.astype(jnp.int32))
+        order = jnp.nonzero(flat, size=flat.shape[0], fill_value=0)[0]  # truncated ones first
 
-        select = policies.greedy(q(params, online_cores), legal(final_obs))
-        return tx.apply_inv(rlax.batched_index(q(target_params, target_cores), select))
+        def chunk(k, values):
+            idx = jax.lax.dynamic_slice(order, (k * batch,), (batch,))  # [B] flat positions
+            valid = k * batch + jnp.arange(batch) < count
+            t, b = idx // batch, idx % batch
+            obs = jax.tree.map(lambda o: o[t, b], final_obs)  # [B, ...]
+
+            def q(p, cores):  # with the core after o_t: cores[t] of the unroll
+                cores_t = jax.tree.map(lambda c: c[t, b], cores)
+                return network.apply(p, obs, cores_t, jnp.zeros_like(valid))[0]
+
+            select = policies.greedy(q(params, online_cores), legal(obs))
+            value = tx.apply_inv(rlax.batched_index(q(target_params, target_cores), select))
+            return values.at[t, b].add(jnp.where(valid, value, 0.0))
+
+        num_chunks = (count + batch - 1) // batch
+        zeros = jnp.zeros((num_steps, batch), jnp.float32)
+        return jax.lax.fori_loop(0, num_chunks, chunk, zeros)
 
     rewards = data.reward[:-1]
     if cfg.clip_rewards:

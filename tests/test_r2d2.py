@@ -421,3 +421,65 @@ def test_r2d2_learns_catch(tmp_path):
     )
     # Random play scores about -0.6; the greedy policy must catch at least 9 balls in 10.
     assert evals[-1] >= 0.8
+
+
+def test_many_truncations_bootstrap_each_with_its_own_core_state():
+    # An LSTM Q-network and 5 truncated steps over 2 sequences (3 chunks of 2): the loss equals
+    # one that evaluates V(final_obs_t) at every step with the unroll's core after o_t and
+    # folds it in at the truncated ones (the computation the loss avoids).
+    from anakin.algorithms import learning
+    from anakin.algorithms.networks import QHead, make_network
+
+    spec = envs.spec(*envs.make("CartPole-v1"), "CartPole-v1")
+    cfg = R2D2Config(
+        burn_in_length=0, trace_length=6, bootstrap_n=2, discount=0.9,
+        network=NetworkConfig(hidden_sizes=(8,), lstm_size=8),
+    )  # fmt: skip
+    network = make_network(cfg.network, spec, QHead(spec.num_actions, False))
+    online, target = network.init(jax.random.PRNGKey(0)), network.init(jax.random.PRNGKey(1))
+    rng = np.random.default_rng(2)
+    length, batch = cfg.sequence_length, 2
+    obs = rng.normal(size=(length, batch, 4)).astype(np.float32)
+    trunc = np.zeros((length, batch), bool)
+    trunc[[0, 2, 5], 0] = True
+    trunc[[1, 4], 1] = True
+    steps = jax.tree.map(
+        jnp.asarray,
+        Transition(
+            obs=obs,
+            first=np.zeros((length, batch), bool),
+            action=rng.integers(0, 2, size=(length, batch)).astype(np.int32),
+            reward=rng.normal(size=(length, batch)).astype(np.float32),
+            terminated=np.zeros((length, batch), bool),
+            truncated=trunc,
+            final_obs=rng.normal(size=(length, batch, 4)).astype(np.float32),
+            extras={},
+        ),
+    )
+    core = network.initial_state(batch)
+    loss, (priorities, _) = r2d2_loss(online, target, network, steps, core, jnp.ones(2), cfg)
+
+    q_on, cores_on = network.unroll(online, steps.obs, steps.first, core)
+    q_tg, cores_tg = network.unroll(target, steps.obs, steps.first, core)
+
+    def at_final(params, cores):  # every step's Q at its final observation, [T, B, A]
+        cores_t = jax.tree.map(lambda c: c[:-1], cores)
+        first = jnp.zeros_like(steps.first[:-1])
+        return jax.vmap(network.apply, in_axes=(None, 0, 0, 0))(
+            params, steps.final_obs[:-1], cores_t, first
+        )[0]
+
+    select = jnp.argmax(at_final(online, cores_on), -1)
+    v_final = TX.apply_inv(rlax.batched_index(at_final(target, cores_tg), select))
+    rewards, discounts = learning.bootstrap_truncation(
+        steps.reward[:-1], 0.9, steps.terminated[:-1], steps.truncated[:-1], lambda: v_final
+    )
+    td = jax.vmap(
+        lambda *a: rlax.transformed_n_step_q_learning(*a, n=2, tx_pair=TX),
+        in_axes=1,
+        out_axes=1,
+    )(q_on[:-1], steps.action[:-1], q_tg[1:], jnp.argmax(q_on, -1)[1:], rewards, discounts)
+    # The LSTM's products over batches of other shapes round differently: float32 ulps only.
+    np.testing.assert_allclose(loss, jnp.mean(0.5 * jnp.sum(td**2, axis=0)), rtol=1e-4)
+    np.testing.assert_allclose(priorities, sequence_priorities(td, cfg.max_priority_weight),
+                               rtol=1e-4)  # fmt: skip
