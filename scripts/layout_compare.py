@@ -46,7 +46,7 @@ TASKS = {
 }
 
 
-def layout_flags(algo: str, layout: str) -> list[str]:
+def layout_flags(layout: str) -> list[str]:
     """The flags of a layout. (Candidates measured before their algorithm had an accelerator
     layout, IMPALA's and DQN's, ran as flags on the CPU layout; their results files say which.)"""
     return ["--arch.layout", layout]
@@ -58,7 +58,7 @@ def updates_per_call(algo: str, layout: str, per_call: int) -> int:
     same resolution (the updates a call holds change when the host looks, not what is learnt)."""
     from anakin import _xla, launch
 
-    arch = launch.resolve_config(algo, flags=layout_flags(algo, layout))[0].arch
+    arch = launch.resolve_config(algo, flags=layout_flags(layout))[0].arch
     devices = _xla.cpu_device_count() if launch.dev.platform() == "cpu" else 1
     envs = arch.envs_per_device * devices if arch.envs_per_device else arch.num_envs
     return max(1, per_call // (envs * arch.rollout_length))
@@ -70,7 +70,7 @@ def train(
     name = f"{algo}-{task}-{layout}"
     args = [
         sys.executable, "-m", "anakin.cli", "train", algo, "--env", task,
-        *layout_flags(algo, layout), "--num-seeds", str(seeds),
+        *layout_flags(layout), "--num-seeds", str(seeds),
         "--arch.total-env-steps", str(budget), "--quiet", "--checkpoint.no-enabled",
         "--out", str(runs), "--run-name", name,
         "--arch.updates-per-call", str(updates_per_call(algo, layout, per_call)),
@@ -134,7 +134,7 @@ def describe(algo: str, seeds: int, per_call: int) -> dict:
         "num_seeds": seeds,
         "per_call": per_call,
         "cpu_count": os.cpu_count(),
-        "accelerator_flags": layout_flags(algo, "accelerator"),
+        "accelerator_flags": layout_flags("accelerator"),
         "accelerator_settings": dict(entry.accelerator),
         "adopted": bool(entry.accelerator),
         "command": shlex.join(["python", "scripts/layout_compare.py", *sys.argv[1:]]),
