@@ -4,6 +4,8 @@
     python scripts/image_torso.py --algos ppo --env SpaceInvaders-MinAtar --rounds 3
     python scripts/image_torso.py --algos ppo --variants "conv (defaults)" "conv, 1 pass" \
         "conv, 4 passes" "conv, 2 torsos, 4 passes"    # PPO's settings for images
+    python scripts/image_torso.py --algos dqn --num-seeds 4 --variants "conv (defaults)" \
+        "conv, 2 samples per insert" "conv, 8 samples per insert"   # DQN's replay ratio
     python scripts/image_torso.py --algos impala --steps 10000000 --rounds 1 --eval-episodes 32 \
         --results scripts/results/image_torso_10m     # what each torso learns at the budget
 
@@ -55,13 +57,24 @@ VARIANTS = {
     "conv, 1 pass": ["--algo.num-epochs", "1"],
     "conv, 4 passes": ["--algo.num-epochs", "4"],
     "conv, 2 torsos, 4 passes": ["--algo.no-shared-torso", "--algo.num-epochs", "4"],
+    # The replay learners' ratios for images (DQN's IMAGES: 1) against the vector defaults'
+    "conv, 1 sample per insert": ["--algo.samples-per-insert", "1"],
+    "conv, 2 samples per insert": ["--algo.samples-per-insert", "2"],
+    "conv, 4 samples per insert": ["--algo.samples-per-insert", "4"],
+    "conv, 8 samples per insert": ["--algo.samples-per-insert", "8"],
 }  # fmt: skip
 TORSOS = ("conv (defaults)", "mlp 256x2 (reference)", "mlp 64x2")  # the default --variants
-ONLY = {  # variants whose flags only one algorithm has
-    "conv, 1 pass": "ppo",
-    "conv, 4 passes": "ppo",
-    "conv, 2 torsos, 4 passes": "ppo",
+ONLY = {  # variants whose flags only some algorithms have
+    "conv, 1 pass": ("ppo",),
+    "conv, 4 passes": ("ppo",),
+    "conv, 2 torsos, 4 passes": ("ppo",),
+    **{f"conv, {n} sample{'s' * (n > 1)} per insert": ("dqn", "r2d2") for n in (1, 2, 4, 8)},
 }
+
+
+def planned(algos: list[str], variants: list[str]) -> list[tuple[str, str]]:
+    """(algorithm, variant) pairs to run: every variant for every algorithm that has its flags."""
+    return [(algo, v) for algo in algos for v in variants if algo in ONLY.get(v, (algo,))]
 
 
 def run_once(algo: str, env: str, flags: list[str], a: argparse.Namespace, out: Path) -> dict:
@@ -102,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     if a.eval_episodes < 0:
         p.error(f"--eval-episodes={a.eval_episodes} must be >= 0")
-    rows = {(algo, v): [] for algo in a.algos for v in a.variants if ONLY.get(v, algo) == algo}
+    rows = {pair: [] for pair in planned(a.algos, a.variants)}
     order = list(rows)
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(a.rounds):
@@ -156,7 +169,7 @@ def write(rows: dict[tuple[str, str], list[dict]], a: argparse.Namespace, argv: 
         "published_return": reference.PUBLISHED.get(a.env, (None,))[0],
         "rows": out,
     }
-    lines = [f"# Torsos for image observations on {a.env}", "", *table(doc)]
+    lines = [f"# Settings for image observations on {a.env}", "", *table(doc)]
     Path(a.results).with_suffix(".json").write_text(json.dumps(doc, indent=1))
     Path(a.results).with_suffix(".md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

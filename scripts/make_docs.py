@@ -14,7 +14,7 @@ Kinds of file, told apart by their contents:
 - sweeps (scripts/suite_sweep.py: a "ranking"): the settings ranked by IQM;
 - the reference table (scripts/reference.py: a "reference" record), time to a score
   (scripts/time_to_score.py: a "time_to_score" record);
-- layouts (scripts/layout_compare.py: a "layout" record), torsos for images
+- layouts (scripts/layout_compare.py: a "layout" record), settings for images
   (scripts/image_torso.py: an "image_torso" record), long runs (scripts/stability.py:
   a "stability" record) and population-based training (scripts/pbt_compare.py: a
   "pbt_compare" record): their tables, as those scripts print them;
@@ -492,9 +492,10 @@ PARTS = (  # (kind, heading, what the files hold, section)
     ),
     (
         "image_torso",
-        "Torsos for images",
-        "Env steps/s of the conv torso the image defaults choose against MLPs on the flattened "
-        "image.",
+        "Settings for images",
+        "Env steps/s of the settings the image defaults choose (the conv torso, PPO's passes, "
+        "DQN's replay ratio) against the alternatives: MLPs on the flattened image, more passes, "
+        "more samples per insert.",
         image_torso_section,
     ),
     (

@@ -194,3 +194,23 @@ def test_stability_judges_against_the_threshold_it_is_given():
     (row,) = stability.judge(result, settle=150, threshold=0.891)
     assert (row["reached"], row["median_to_threshold"]) == (2, 150)
     assert row["below_half"] == 1 / 6 and row["worst"] == -0.01
+
+
+def test_image_torso_runs_each_variant_only_for_the_algorithms_that_have_its_flags():
+    from scripts import image_torso
+
+    variants = ["conv (defaults)", "conv, 1 pass", "conv, 2 samples per insert"]
+    assert image_torso.planned(["ppo", "dqn", "r2d2"], variants) == [
+        ("ppo", "conv (defaults)"),
+        ("ppo", "conv, 1 pass"),
+        ("dqn", "conv (defaults)"),
+        ("dqn", "conv, 2 samples per insert"),
+        ("r2d2", "conv (defaults)"),
+        ("r2d2", "conv, 2 samples per insert"),
+    ]
+    # every algorithm named for a variant takes its flags
+    from anakin import launch
+
+    for v, algos in image_torso.ONLY.items():
+        for algo in algos:
+            launch.resolve_config(algo, flags=image_torso.VARIANTS[v])
