@@ -424,6 +424,14 @@ ACCELERATOR = {
     "algo.target_update_period": 50,
 }
 
+# Image observations (the default preset's, on either layout): one transition sampled per
+# transition inserted instead of eight. The conv torso's forward and backward passes over the
+# sampled batches are then the run's cost: on Breakout-MinAtar (4 seeds at once) this runs 5.4x
+# the env steps per second (scripts/results/dqn_images_speed.md; alone, 9.4k per seed against
+# 1.4k), so a MinAtar row's 10M env steps take minutes per seed rather than about two hours.
+# What it learns there: scripts/results/reference_gymnax.md, dqn_images_2m.md.
+IMAGES = {"algo.samples_per_insert": 1.0}
+
 ENTRY = AlgorithmEntry(
     config_cls=DQNConfig,
     make=make_dqn,
@@ -431,4 +439,5 @@ ENTRY = AlgorithmEntry(
     notices=DQNConfig.notices,
     samples_actions=False,
     accelerator=ACCELERATOR,
+    images=IMAGES,
 )

@@ -11,6 +11,7 @@ import textwrap
 import pytest
 
 from anakin import algorithms, launch
+from anakin.types import Layout
 
 ONLINE = ["impala", "ppo", "dqn", "r2d2", "sac"]
 ENV = {"sac": "Pendulum-v1"}
@@ -245,10 +246,10 @@ def test_an_algorithm_without_an_accelerator_layout_keeps_the_cpu_one(monkeypatc
     assert "bc has no accelerator layout yet" in launch.describe_layout("bc", "cpu")
 
 
-def assert_takes(settings, env: str, what: str) -> None:
-    """PPO's default command on `env` takes every one of `settings` and says so at start-up."""
+def assert_takes(settings, env: str, what: str, algo: str = "ppo") -> None:
+    """`algo`'s default command on `env` takes every one of `settings` and says so at start-up."""
     assert settings  # what the calling test is about
-    run = launch.resolve("ppo", flags=["--env", env])
+    run = launch.resolve(algo, flags=["--env", env])
     for dotted, value in settings.items():
         field = run.cfg
         for name in dotted.split("."):
@@ -309,6 +310,23 @@ def test_image_observations_take_the_default_presets_image_settings():
     assert cart.adam_keep_max and cart.update_rms_clip == 10.0
     fast = launch.resolve("impala", flags=[*flags, "CartPole-v1"]).cfg.algo
     assert not fast.adam_keep_max and fast.update_rms_clip == float("inf")
+
+
+def test_dqn_samples_once_per_insert_on_images_on_either_layout():
+    """DQN's image setting (one sample per insert) on top of either layout, over the device
+    counts a user brings; vector observations keep eight, and a ratio the user sets is kept."""
+    assert_takes(algorithms.get("dqn").images, "Breakout-MinAtar", "image observations", "dqn")
+    assert launch.resolve("dqn", flags=["--env", "CartPole-v1"]).cfg.algo.samples_per_insert == 8
+    mine = ["--env", "Breakout-MinAtar", "--algo.samples-per-insert", "2"]
+    assert launch.resolve("dqn", flags=mine).cfg.algo.samples_per_insert == 2
+    for layout, batch in (("cpu", 128), ("accelerator", 512)):
+        for n in (1, 3, 4):  # the test process has 4 devices
+            flags = ["--env", "Breakout-MinAtar", "--arch.layout", layout]
+            run = launch.resolve("dqn", flags=[*flags, "--arch.num-devices", str(n)])
+            algo, arch = run.cfg.algo, run.cfg.arch
+            assert algo.samples_per_insert == 1.0 and algo.batch_size % n == 0
+            assert abs(algo.batch_size - batch) < n and arch.num_envs % n == 0
+            assert algo.sgd_steps_per_update(Layout(arch.num_envs, n, arch.rollout_length)) >= 1
 
 
 def test_a_refusal_beyond_the_device_count_is_the_one_named():
