@@ -523,6 +523,14 @@ ACCELERATOR = {
     "algo.target_update_period": 6,
 }
 
+# Image observations (the default preset's, on either layout): each sequence sampled once per
+# sequence inserted instead of four times. The conv torso's passes over the sampled sequences'
+# 25 steps each are then the run's cost: on Breakout-MinAtar (4 seeds at once) this runs 3.6x the
+# env steps per second (scripts/results/r2d2_images_speed.md; two samples: 1.9x), so a MinAtar
+# row's 10M env steps take about 7 minutes per seed rather than 24. What it learns there:
+# scripts/results/reference_gymnax.md.
+IMAGES = {"algo.samples_per_insert": 1.0}
+
 ENTRY = AlgorithmEntry(
     config_cls=R2D2Config,
     make=make_r2d2,
@@ -530,4 +538,5 @@ ENTRY = AlgorithmEntry(
     notices=R2D2Config.notices,
     samples_actions=False,
     accelerator=ACCELERATOR,
+    images=IMAGES,
 )

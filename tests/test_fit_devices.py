@@ -329,6 +329,21 @@ def test_dqn_samples_once_per_insert_on_images_on_either_layout():
             assert algo.sgd_steps_per_update(Layout(arch.num_envs, n, arch.rollout_length)) >= 1
 
 
+def test_r2d2_samples_once_per_insert_on_images_on_either_layout():
+    """R2D2's image setting (each sequence sampled once per insert) on top of either layout,
+    over the device counts a user brings; vector observations keep four."""
+    assert_takes(algorithms.get("r2d2").images, "Breakout-MinAtar", "image observations", "r2d2")
+    assert launch.resolve("r2d2", flags=["--env", "CartPole-v1"]).cfg.algo.samples_per_insert == 4
+    for layout, batch in (("cpu", 32), ("accelerator", 128)):
+        for n in (1, 3, 4):  # the test process has 4 devices
+            flags = ["--env", "Breakout-MinAtar", "--arch.layout", layout]
+            run = launch.resolve("r2d2", flags=[*flags, "--arch.num-devices", str(n)])
+            algo, arch = run.cfg.algo, run.cfg.arch
+            assert algo.samples_per_insert == 1.0 and algo.batch_size % n == 0
+            assert abs(algo.batch_size - batch) < n and arch.num_envs % n == 0
+            assert algo.sgd_steps_per_update(Layout(arch.num_envs, n, arch.rollout_length)) >= 1
+
+
 def test_a_refusal_beyond_the_device_count_is_the_one_named():
     # SAC's 16 environments do not divide over 3 devices, but fitted they would: what stops
     # the run is CartPole's discrete actions, and that is what the user reads.
