@@ -312,36 +312,28 @@ def test_image_observations_take_the_default_presets_image_settings():
     assert not fast.adam_keep_max and fast.update_rms_clip == float("inf")
 
 
-def test_dqn_samples_once_per_insert_on_images_on_either_layout():
-    """DQN's image setting (one sample per insert) on top of either layout, over the device
-    counts a user brings; vector observations keep eight, and a ratio the user sets is kept."""
-    assert_takes(algorithms.get("dqn").images, "Breakout-MinAtar", "image observations", "dqn")
-    assert launch.resolve("dqn", flags=["--env", "CartPole-v1"]).cfg.algo.samples_per_insert == 8
+@pytest.mark.parametrize(
+    ("algo", "on_vectors", "batches"), [("dqn", 8, (128, 512)), ("r2d2", 4, (32, 128))]
+)
+def test_replay_learners_sample_once_per_insert_on_images_on_either_layout(
+    algo, on_vectors, batches
+):
+    """The replay learners' image setting (each transition or sequence sampled once per insert)
+    on top of either layout, over the device counts a user brings; vector observations keep
+    their ratio, and a ratio the user sets is kept."""
+    assert_takes(algorithms.get(algo).images, "Breakout-MinAtar", "image observations", algo)
+    cart = launch.resolve(algo, flags=["--env", "CartPole-v1"])
+    assert cart.cfg.algo.samples_per_insert == on_vectors
     mine = ["--env", "Breakout-MinAtar", "--algo.samples-per-insert", "2"]
-    assert launch.resolve("dqn", flags=mine).cfg.algo.samples_per_insert == 2
-    for layout, batch in (("cpu", 128), ("accelerator", 512)):
+    assert launch.resolve(algo, flags=mine).cfg.algo.samples_per_insert == 2
+    for layout, batch in zip(("cpu", "accelerator"), batches, strict=True):
         for n in (1, 3, 4):  # the test process has 4 devices
             flags = ["--env", "Breakout-MinAtar", "--arch.layout", layout]
-            run = launch.resolve("dqn", flags=[*flags, "--arch.num-devices", str(n)])
-            algo, arch = run.cfg.algo, run.cfg.arch
-            assert algo.samples_per_insert == 1.0 and algo.batch_size % n == 0
-            assert abs(algo.batch_size - batch) < n and arch.num_envs % n == 0
-            assert algo.sgd_steps_per_update(Layout(arch.num_envs, n, arch.rollout_length)) >= 1
-
-
-def test_r2d2_samples_once_per_insert_on_images_on_either_layout():
-    """R2D2's image setting (each sequence sampled once per insert) on top of either layout,
-    over the device counts a user brings; vector observations keep four."""
-    assert_takes(algorithms.get("r2d2").images, "Breakout-MinAtar", "image observations", "r2d2")
-    assert launch.resolve("r2d2", flags=["--env", "CartPole-v1"]).cfg.algo.samples_per_insert == 4
-    for layout, batch in (("cpu", 32), ("accelerator", 128)):
-        for n in (1, 3, 4):  # the test process has 4 devices
-            flags = ["--env", "Breakout-MinAtar", "--arch.layout", layout]
-            run = launch.resolve("r2d2", flags=[*flags, "--arch.num-devices", str(n)])
-            algo, arch = run.cfg.algo, run.cfg.arch
-            assert algo.samples_per_insert == 1.0 and algo.batch_size % n == 0
-            assert abs(algo.batch_size - batch) < n and arch.num_envs % n == 0
-            assert algo.sgd_steps_per_update(Layout(arch.num_envs, n, arch.rollout_length)) >= 1
+            run = launch.resolve(algo, flags=[*flags, "--arch.num-devices", str(n)])
+            cfg, arch = run.cfg.algo, run.cfg.arch
+            assert cfg.samples_per_insert == 1.0 and cfg.batch_size % n == 0
+            assert abs(cfg.batch_size - batch) < n and arch.num_envs % n == 0
+            assert cfg.sgd_steps_per_update(Layout(arch.num_envs, n, arch.rollout_length)) >= 1
 
 
 def test_a_refusal_beyond_the_device_count_is_the_one_named():
