@@ -530,7 +530,7 @@ ACCELERATOR = {
 # row's 10M env steps take about 7 minutes per seed rather than 24. What it learns there:
 # scripts/results/reference_gymnax.md. The accelerator layout with it learns far less per env
 # step than the CPU layout (MinAtar at 3M env steps, IQM 0.19 against 0.73; at a learning rate
-# of 2e-3 0.46), so that layout has no image setting of its own yet
+# of 2e-3 0.46); a learning rate of that layout's own for images is not chosen yet
 # (scripts/results/large_batch_images.md; docs/gpu.md#layouts).
 IMAGES = {"algo.samples_per_insert": 1.0}
 
