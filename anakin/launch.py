@@ -117,18 +117,22 @@ def resolve_config(
 
 
 def spec_settings(
-    algo: str, preset: str | None, explicit: frozenset[str], spec: EnvSpec
+    algo: str, preset: str | None, explicit: frozenset[str], spec: EnvSpec, layout: str
 ) -> list[tuple[str, dict]]:
     """(what, settings) for each group of settings `algo`'s default preset takes for the
-    environment described by `spec`: its `images` for an observation with an
-    image, then its `continuous` for continuous actions, less those the user set (`explicit`,
-    dotted names); [] for another preset. Defaults follow the observation's shape and the
-    action space this way, never a task's name."""
+    environment described by `spec` in `layout` (`arch.layout`, as chosen): its `images` for
+    an observation with an image (with its `accelerator_images` on top in the accelerator
+    layout), then its `continuous` for continuous actions, less those the user set
+    (`explicit`, dotted names); [] for another preset. Defaults follow the observation's shape
+    and the action space this way, never a task's name."""
     if preset not in (None, "default"):
         return []
     entry = algorithms.get(algo)
+    images = dict(entry.images)
+    if layout == "accelerator":
+        images.update(entry.accelerator_images)
     groups = [
-        ("image observations", entry.images, spec.images),
+        ("image observations", images, spec.images),
         ("continuous actions", entry.continuous, not spec.discrete),
     ]
     out = []
@@ -148,11 +152,13 @@ def choose_spec_defaults(
     from anakin import envs
 
     entry = algorithms.get(algo)
-    if preset not in (None, "default") or not (entry.images or entry.continuous):
+    if preset not in (None, "default") or not (
+        entry.images or entry.accelerator_images or entry.continuous
+    ):
         return cfg
     env, env_params = envs.make(cfg.env.name, hide=cfg.env.hide, **cfg.env.kwargs)
     spec = envs.spec(env, env_params, cfg.env.name)
-    for _, settings in spec_settings(algo, preset, explicit, spec):
+    for _, settings in spec_settings(algo, preset, explicit, spec, cfg.arch.layout):
         for dotted, value in settings.items():
             cfg = _override(cfg, dotted, value, entry.config_cls)
     return cfg
@@ -262,7 +268,9 @@ def resolve(algo: str, *, force: bool = False, **request: Any) -> Launch:
     if explicit is not None and request.get("preset") in (None, "default") and layout != "auto":
         note = describe_layout(algo, layout)
         prepared = prepared._replace(notes=(note, *prepared.notes))
-        for what, settings in spec_settings(algo, request.get("preset"), explicit, prepared.spec):
+        for what, settings in spec_settings(
+            algo, request.get("preset"), explicit, prepared.spec, layout
+        ):
             settings = {  # only what differs from the layout's own value is news
                 k: v for k, v in settings.items() if v != _layout_value(algo, layout, k)
             }

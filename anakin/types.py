@@ -131,6 +131,9 @@ class AlgorithmEntry(NamedTuple):
       actions (defaults may follow the action space, never a task's name); empty: none.
     images: dotted settings the default preset takes for an environment whose observation
       has an image (`EnvSpec.images`; defaults may follow the observation's shape); empty: none.
+    accelerator_images: dotted settings the accelerator layout takes for image observations,
+      on top of `images` (where a setting measured on the CPU layout's images does not carry to
+      the accelerator layout's batches); empty: none.
     samples_actions: its training policy samples from a distribution the learner holds, so
       `eval.policy` "training" can evaluate it; False for epsilon-greedy Q-learners, whose
       exploration schedule lives in the training actors.
@@ -145,6 +148,7 @@ class AlgorithmEntry(NamedTuple):
     accelerator: Mapping[str, Any] = MappingProxyType({})
     continuous: Mapping[str, Any] = MappingProxyType({})
     images: Mapping[str, Any] = MappingProxyType({})
+    accelerator_images: Mapping[str, Any] = MappingProxyType({})
     samples_actions: bool = True
 
 

@@ -312,6 +312,26 @@ def test_image_observations_take_the_default_presets_image_settings():
     assert not fast.adam_keep_max and fast.update_rms_clip == float("inf")
 
 
+def test_the_accelerator_layout_takes_its_own_image_settings_on_top(monkeypatch):
+    """An algorithm's `accelerator_images` go on top of its `images` in the accelerator layout
+    only, on images only, with the start-up line naming them; a value you set is kept."""
+    import importlib
+
+    module = importlib.import_module(algorithms.REGISTRY["r2d2"])
+    mine = {"algo.learning_rate": 3e-3}
+    monkeypatch.setattr(module, "ENTRY", module.ENTRY._replace(accelerator_images=mine))
+    flags = ["--arch.layout", "accelerator", "--env"]
+    fast = launch.resolve("r2d2", flags=[*flags, "Breakout-MinAtar"])
+    assert (fast.cfg.algo.learning_rate, fast.cfg.algo.samples_per_insert) == (3e-3, 1.0)
+    (note,) = [n for n in fast.setup.notes if n.startswith("image observations")]
+    assert "algo.learning_rate=0.003" in note and "algo.samples_per_insert=1.0" in note
+    cpu = launch.resolve("r2d2", flags=["--arch.layout", "cpu", "--env", "Breakout-MinAtar"])
+    assert (cpu.cfg.algo.learning_rate, cpu.cfg.algo.samples_per_insert) == (1e-3, 1.0)
+    assert launch.resolve("r2d2", flags=[*flags, "CartPole-v1"]).cfg.algo.learning_rate == 1e-3
+    kept = [*flags, "Breakout-MinAtar", "--algo.learning-rate", "5e-4"]
+    assert launch.resolve("r2d2", flags=kept).cfg.algo.learning_rate == 5e-4
+
+
 @pytest.mark.parametrize(
     ("algo", "on_vectors", "batches"), [("dqn", 8, (128, 512)), ("r2d2", 4, (32, 128))]
 )
