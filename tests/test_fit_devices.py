@@ -332,6 +332,19 @@ def test_the_accelerator_layout_takes_its_own_image_settings_on_top(monkeypatch)
     assert launch.resolve("r2d2", flags=kept).cfg.algo.learning_rate == 5e-4
 
 
+def test_r2d2s_accelerator_layout_learns_faster_on_images():
+    """R2D2's accelerator layout takes a learning rate of 4e-3 on images (its batches take a
+    quarter of the CPU layout's SGD steps); the CPU layout and vector observations keep 1e-3."""
+    flags = ["--arch.layout", "accelerator", "--env"]
+    fast = launch.resolve("r2d2", flags=[*flags, "SpaceInvaders-MinAtar"])
+    assert (fast.cfg.arch.num_envs, fast.cfg.algo.learning_rate) == (512, 4e-3)
+    (note,) = [n for n in fast.setup.notes if n.startswith("image observations")]
+    assert "algo.learning_rate=0.004" in note
+    assert launch.resolve("r2d2", flags=[*flags, "CartPole-v1"]).cfg.algo.learning_rate == 1e-3
+    cpu = launch.resolve("r2d2", flags=["--env", "SpaceInvaders-MinAtar"]).cfg
+    assert (cpu.arch.layout, cpu.algo.learning_rate) == ("cpu", 1e-3)
+
+
 @pytest.mark.parametrize(
     ("algo", "on_vectors", "batches"), [("dqn", 8, (128, 512)), ("r2d2", 4, (32, 128))]
 )
