@@ -345,6 +345,21 @@ def test_r2d2s_accelerator_layout_learns_faster_on_images():
     assert (cpu.arch.layout, cpu.algo.learning_rate) == ("cpu", 1e-3)
 
 
+def test_dqns_accelerator_layout_keeps_a_smaller_replay_on_images():
+    """DQN's accelerator layout holds 262,144 transitions on images (each stores two
+    observations), 1,048,576 on vectors; the CPU layout keeps its 65,536 on both; yours stays."""
+    flags = ["--arch.layout", "accelerator", "--env"]
+    fast = launch.resolve("dqn", flags=[*flags, "Breakout-MinAtar"])
+    assert fast.cfg.algo.replay_capacity == 262_144
+    (note,) = [n for n in fast.setup.notes if n.startswith("image observations")]
+    assert "algo.replay_capacity=262144" in note
+    assert launch.resolve("dqn", flags=[*flags, "CartPole-v1"]).cfg.algo.replay_capacity == 2**20
+    cpu = launch.resolve("dqn", flags=["--env", "Breakout-MinAtar"]).cfg.algo
+    assert cpu.replay_capacity == 65_536
+    mine = [*flags, "Breakout-MinAtar", "--algo.replay-capacity", "131072"]
+    assert launch.resolve("dqn", flags=mine).cfg.algo.replay_capacity == 131_072
+
+
 @pytest.mark.parametrize(
     ("algo", "on_vectors", "batches"), [("dqn", 8, (128, 512)), ("r2d2", 4, (32, 128))]
 )
