@@ -437,8 +437,8 @@ IMAGES = {"algo.samples_per_insert": 1.0}
 # replay needs 12.6 GiB per device for 4 seeds on 2 devices (18.9 on SpaceInvaders) and was
 # refused here; this one needs a quarter. At 3M env steps (4 seeds, greedy) it ends Breakout at
 # 17.9 and SpaceInvaders at 94 against the CPU layout's 17.8 and 121, an IQM of 0.69 against
-# 0.80 (a learning rate of 2e-3: 17.2 and 112, 0.68) (scripts/results/large_batch_images.md;
-# docs/gpu.md#layouts).
+# 0.80 (learning rates of 2e-3: 17.2 and 112, 0.68; 4e-3: 12.4 and 90.1, 0.47)
+# (scripts/results/large_batch_images.md; docs/gpu.md#layouts).
 ACCELERATOR_IMAGES = {"algo.replay_capacity": 262_144}
 
 ENTRY = AlgorithmEntry(
