@@ -332,32 +332,29 @@ def test_the_accelerator_layout_takes_its_own_image_settings_on_top(monkeypatch)
     assert launch.resolve("r2d2", flags=kept).cfg.algo.learning_rate == 5e-4
 
 
-def test_r2d2s_accelerator_layout_learns_faster_on_images():
-    """R2D2's accelerator layout takes a learning rate of 4e-3 on images (its batches take a
-    quarter of the CPU layout's SGD steps); the CPU layout and vector observations keep 1e-3."""
+@pytest.mark.parametrize(
+    ("algo", "field", "fast_images", "fast_vectors", "cpu"),
+    [
+        # R2D2's batches take a quarter of the CPU layout's SGD steps: it learns faster.
+        ("r2d2", "learning_rate", 4e-3, 1e-3, 1e-3),
+        # DQN's transitions each store two observations: a quarter of the replay on images.
+        ("dqn", "replay_capacity", 262_144, 2**20, 65_536),
+    ],
+)
+def test_replay_learners_accelerator_layouts_take_their_own_image_setting(
+    algo, field, fast_images, fast_vectors, cpu
+):
+    """The replay learners' `accelerator_images`: the accelerator layout's value on images,
+    named at start-up; vector observations and the CPU layout keep theirs."""
     flags = ["--arch.layout", "accelerator", "--env"]
-    fast = launch.resolve("r2d2", flags=[*flags, "SpaceInvaders-MinAtar"])
-    assert (fast.cfg.arch.num_envs, fast.cfg.algo.learning_rate) == (512, 4e-3)
+    fast = launch.resolve(algo, flags=[*flags, "SpaceInvaders-MinAtar"])
+    assert (fast.cfg.arch.num_envs, getattr(fast.cfg.algo, field)) == (512, fast_images)
     (note,) = [n for n in fast.setup.notes if n.startswith("image observations")]
-    assert "algo.learning_rate=0.004" in note
-    assert launch.resolve("r2d2", flags=[*flags, "CartPole-v1"]).cfg.algo.learning_rate == 1e-3
-    cpu = launch.resolve("r2d2", flags=["--env", "SpaceInvaders-MinAtar"]).cfg
-    assert (cpu.arch.layout, cpu.algo.learning_rate) == ("cpu", 1e-3)
-
-
-def test_dqns_accelerator_layout_keeps_a_smaller_replay_on_images():
-    """DQN's accelerator layout holds 262,144 transitions on images (each stores two
-    observations), 1,048,576 on vectors; the CPU layout keeps its 65,536 on both; yours stays."""
-    flags = ["--arch.layout", "accelerator", "--env"]
-    fast = launch.resolve("dqn", flags=[*flags, "Breakout-MinAtar"])
-    assert fast.cfg.algo.replay_capacity == 262_144
-    (note,) = [n for n in fast.setup.notes if n.startswith("image observations")]
-    assert "algo.replay_capacity=262144" in note
-    assert launch.resolve("dqn", flags=[*flags, "CartPole-v1"]).cfg.algo.replay_capacity == 2**20
-    cpu = launch.resolve("dqn", flags=["--env", "Breakout-MinAtar"]).cfg.algo
-    assert cpu.replay_capacity == 65_536
-    mine = [*flags, "Breakout-MinAtar", "--algo.replay-capacity", "131072"]
-    assert launch.resolve("dqn", flags=mine).cfg.algo.replay_capacity == 131_072
+    assert f"algo.{field}={fast_images}" in note
+    vectors = launch.resolve(algo, flags=[*flags, "CartPole-v1"]).cfg.algo
+    assert getattr(vectors, field) == fast_vectors
+    small = launch.resolve(algo, flags=["--env", "SpaceInvaders-MinAtar"]).cfg
+    assert (small.arch.layout, getattr(small.algo, field)) == ("cpu", cpu)
 
 
 @pytest.mark.parametrize(
