@@ -516,8 +516,22 @@ def measure_replay_profile(spec: dict) -> dict:
 
     from anakin import runner
 
-    algo_name = spec["algo"]
-    cfg = make_config(algo_name, "CartPole-v1", spec["num_envs"], 0, "")
+    algo_name, env = spec["algo"], spec.get("env", "CartPole-v1")
+    if env == "CartPole-v1":
+        cfg = make_config(algo_name, env, spec["num_envs"], 0, "")
+    else:  # what `anakin train ALGO --env ENV` trains (images: the image settings), one seed
+        from anakin import launch
+        from anakin.config import CheckpointConfig, EvalConfig
+
+        cfg = launch.config_for_flags(algo_name, ["--env", env])
+        n = spec["num_envs"] or cfg.arch.num_envs
+        cfg = dataclasses.replace(
+            cfg,
+            arch=dataclasses.replace(cfg.arch, num_envs=n, total_env_steps=1),
+            quiet=True,
+            eval=EvalConfig(episodes=0),
+            checkpoint=CheckpointConfig(enabled=False),
+        )
     cfg = dataclasses.replace(  # learn from the first call on
         cfg, algo=dataclasses.replace(cfg.algo, min_replay_size=cfg.algo.batch_size)
     )
@@ -562,7 +576,7 @@ def measure_replay_profile(spec: dict) -> dict:
                 return m
 
             times[name] += timed(call, spec["calls"])
-    out = {"algo": algo_name, "num_envs": cfg.arch.num_envs, "devices": len(s.devices)}
+    out = {"algo": algo_name, "env": env, "num_envs": cfg.arch.num_envs, "devices": len(s.devices)}
     per_update = cfg.algo.sgd_steps_per_update(cfg.arch)
     out["sgd_steps_per_env_step"] = per_update / (cfg.arch.num_envs * cfg.arch.rollout_length)
     for name in variants:
@@ -596,15 +610,19 @@ def replay_profile_table(rows: list[dict]) -> str:
     step that each part takes (a variant's time less the next one's)."""
     parts = [part for _, part in REPLAY_PARTS]
     lines = [
-        "| algorithm | envs | env steps/s | SGD steps/env step | " + " | ".join(parts) + " |",
-        "|---|---:|---:|---:|" + "---:|" * len(parts),
+        "| algorithm | task | envs | env steps/s | SGD steps/env step | "
+        + " | ".join(parts)
+        + " |",
+        "|---|---|---:|---:|---:|" + "---:|" * len(parts),
     ]
     for r in rows:
         cost = [1.0 / r[name] for name, _ in REPLAY_PARTS] + [0.0]
         shares = [(cost[i] - cost[i + 1]) / cost[0] for i in range(len(REPLAY_PARTS))]
         lines.append(
-            f"| {r['algo']} | {r['num_envs']} | {fmt(r['full program'])} | "
-            f"{r['sgd_steps_per_env_step']:.3g} | " + " | ".join(f"{x:.0%}" for x in shares) + " |"
+            f"| {r['algo']} | {r.get('env', 'CartPole-v1')} | {r['num_envs']} | "
+            f"{fmt(r['full program'])} | {r['sgd_steps_per_env_step']:.3g} | "
+            + " | ".join(f"{x:.0%}" for x in shares)
+            + " |"
         )
     return "\n".join(lines)
 
@@ -744,6 +762,13 @@ def main() -> None:
         choices=["impala", "ppo"],
         help="whose time split `profile` measures",
     )
+    p.add_argument(
+        "--profile-envs",
+        nargs="+",
+        default=["CartPole-v1"],
+        help="the tasks `replay_profile` splits (CartPole-v1 at each of --cost-envs, others at "
+        "their `anakin train` environments)",
+    )
     p.add_argument("--cost-envs", type=int, nargs="+", default=[32, 256, 1024, 4096])
     p.add_argument("--cost-algos", nargs="+", default=["impala", "ppo", "dqn", "r2d2"])
     p.add_argument(
@@ -859,12 +884,14 @@ def main() -> None:
 
     if "replay_profile" in args.only:
         rows = []
-        for n in args.cost_envs:
-            for algo in ("dqn", "r2d2"):
-                rows.append(
-                    run_worker("replay_profile", {"algo": algo, "num_envs": n, **timing}, 1)
-                )
-                print(replay_profile_table(rows[-1:]).splitlines()[-1], flush=True)
+        for env in args.profile_envs:
+            # CartPole at each of --cost-envs; another task at the environments its `anakin
+            # train` uses (images: the image settings), as the reference table runs it.
+            for n in args.cost_envs if env == "CartPole-v1" else [0]:
+                for algo in ("dqn", "r2d2"):
+                    spec = {"algo": algo, "env": env, "num_envs": n, **timing}
+                    rows.append(run_worker("replay_profile", spec, 1))
+                    print(replay_profile_table(rows[-1:]).splitlines()[-1], flush=True)
         results["replay_profile"] = rows
         print("\n" + replay_profile_table(rows))
 

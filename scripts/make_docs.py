@@ -321,7 +321,8 @@ def bench_section(name: str, doc: dict[str, Any]) -> list[str]:
         lines += block(caption, header, "l" + "r" * (len(header) - 1), rows)
     if doc.get("replay_profile"):
         caption = (
-            "Where the replay learners' time goes (`replay_profile`, CartPole-v1): the share of "
+            "Where the replay learners' time goes (`replay_profile`; CartPole-v1 at each count "
+            "of environments, other tasks at those their `anakin train` uses): the share of "
             "each env step's time that each part takes, measured by taking the parts out in "
             "turn (gradients, then SGD steps, the update, the acting):"
         )
