@@ -12,8 +12,13 @@ def test_replay_profile_shares_are_differences_of_time_per_env_step():
     row = {"algo": "dqn", "num_envs": 32, "devices": 1, "sgd_steps_per_env_step": 0.125}
     row |= {name: 100.0 * 2**i for i, (name, _) in enumerate(bench.REPLAY_PARTS)}
     lines = bench.replay_profile_table([row]).splitlines()
-    assert lines[0].startswith("| algorithm | envs | env steps/s | SGD steps/env step | gradient")
-    assert lines[2] == "| dqn | 32 | 100 | 0.125 | 50% | 25% | 12% | 6% | 6% |"
+    assert lines[0].startswith(
+        "| algorithm | task | envs | env steps/s | SGD steps/env step | gradient"
+    )
+    # Rows written before the task was recorded are CartPole's.
+    assert lines[2] == "| dqn | CartPole-v1 | 32 | 100 | 0.125 | 50% | 25% | 12% | 6% | 6% |"
+    minatar = bench.replay_profile_table([{**row, "env": "Breakout-MinAtar"}]).splitlines()
+    assert minatar[2].startswith("| dqn | Breakout-MinAtar | 32 | 100 |")
 
 
 def test_image_torso_table_gives_greedy_returns_only_when_evaluated():
