@@ -246,10 +246,11 @@ def dqn_loss(
     obs_n = jax.tree.map(lambda o: o[n], steps.obs)
     obs_t = jax.tree.map(bootstrap_obs, obs_n, steps.final_obs)  # what each window bootstraps from
 
-    # One online pass over the first and the bootstrap observations: Q(o_0) and the selector.
-    both = jax.tree.map(lambda o, t: jnp.stack([o[0], t]), steps.obs, obs_t)  # [2, B, ...]
-    online = q_values(params, both)  # [2, B, A]
-    q_tm1, q_t_online = online[0], online[1]
+    # Q(o_0) with gradients, and the selector's online pass over the bootstrap observations
+    # without: its argmax passes no gradient, so one pass stacked over both would backpropagate
+    # zeros through half its rows.
+    q_tm1 = q_values(params, jax.tree.map(lambda o: o[0], steps.obs))  # [B, A]
+    q_t_online = q_values(jax.lax.stop_gradient(params), obs_t)  # [B, A]
     q_t_value = q_values(target_params, obs_t)  # [B, A]
     # rlax's argmax over the selector sees only legal actions: a one-hot of the masked choice.
     num_actions = q_tm1.shape[-1]

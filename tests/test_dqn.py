@@ -121,13 +121,9 @@ def random_transitions(rng, n, batch, actions):
     )
 
 
-def test_loss_matches_direct_rlax_calls():
-    n, gamma, actions = 3, 0.9, 2
-    rng = np.random.default_rng(0)
-    steps = random_transitions(rng, n, batch=6, actions=actions)
-    weights = jnp.array([1.0, 0.5, 0.25, 1.0, 0.75, 0.5])
-    cfg = DQNConfig(n_step=n, discount=gamma, huber_loss_parameter=0.7)
-    loss, (priorities, _) = loss_fn(ONLINE, TARGET, table_q_network(), steps, weights, cfg)
+def rlax_td(steps, n, gamma):
+    """The TD errors of the table network's transitions by direct rlax calls: (from rlax's
+    n-step returns, from rlax.double_q_learning on the folded n-step transition)."""
 
     def double_q(obs):  # Q_target(o, argmax Q_online(o))
         return jnp.take_along_axis(
@@ -157,11 +153,39 @@ def test_loss_matches_direct_rlax_calls():
         )
         return returns - q_tm1[:, 0], td_direct
 
-    td, td_direct = direct(steps)
+    return direct(steps)
+
+
+def test_loss_matches_direct_rlax_calls():
+    n, gamma, actions = 3, 0.9, 2
+    rng = np.random.default_rng(0)
+    steps = random_transitions(rng, n, batch=6, actions=actions)
+    weights = jnp.array([1.0, 0.5, 0.25, 1.0, 0.75, 0.5])
+    cfg = DQNConfig(n_step=n, discount=gamma, huber_loss_parameter=0.7)
+    loss, (priorities, _) = loss_fn(ONLINE, TARGET, table_q_network(), steps, weights, cfg)
+    td, td_direct = rlax_td(steps, n, gamma)
     np.testing.assert_allclose(td, td_direct, rtol=1e-5, atol=1e-6)
     expected = jnp.mean(weights * rlax.huber_loss(td, 0.7))
     np.testing.assert_allclose(loss, expected, rtol=1e-5)
     np.testing.assert_allclose(priorities, jnp.abs(td), rtol=1e-5, atol=1e-6)
+
+
+def test_gradient_flows_through_q_tm1_only():
+    # Semi-gradient Q-learning: the bootstrap's target values and its selector (the online
+    # network's argmax, in a pass of its own) pass no gradient. With Q(o) = o * w, only
+    # q_tm1 = o_0[a_0] * w[a_0] carries one: d loss / d w_k = mean_b(weight_b x -clip(td_b) x
+    # o_0[b, k] x [a_0[b] == k]), with td from direct rlax calls.
+    n, gamma, actions, huber = 3, 0.9, 2, 0.7
+    steps = random_transitions(np.random.default_rng(1), n, batch=6, actions=actions)
+    weights = jnp.array([1.0, 0.5, 0.25, 1.0, 0.75, 0.5])
+    cfg = DQNConfig(n_step=n, discount=gamma, huber_loss_parameter=huber)
+    grad_fn = jax.jit(jax.grad(dqn_loss, has_aux=True), static_argnums=(2, 5, 6))
+    grad, _ = grad_fn(ONLINE, TARGET, table_q_network(), steps, weights, cfg)
+    _, td = rlax_td(steps, n, gamma)
+    one_hot = np.eye(actions)[np.asarray(steps.action[0])]  # [B, A]
+    per_sample = -np.clip(td, -huber, huber)[:, None] * np.asarray(steps.obs[0]) * one_hot
+    expected = np.mean(np.asarray(weights)[:, None] * per_sample, axis=0)
+    np.testing.assert_allclose(grad["w"], expected, rtol=1e-5, atol=1e-7)
 
 
 def test_truncation_inside_the_window_by_hand():
