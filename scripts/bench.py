@@ -134,10 +134,13 @@ def make_config(
     devices: int = 0,
     layout: str = "cpu",
     num_seeds: int = 1,
+    spec_defaults: bool = False,
 ):
     """The benchmark's config of `algo` on `env` at `num_envs` environments; `layout`
     "accelerator" takes the algorithm's accelerator settings (all but the environment count,
-    which the benchmark sets) on top of the default preset, as `--arch.layout` does."""
+    which the benchmark sets) on top of the default preset, as `--arch.layout` does;
+    `spec_defaults` the settings the default preset takes for the environment's observations
+    and actions (images, continuous actions), as `anakin train` does."""
     from anakin.algorithms import bc, dqn, impala, ppo, r2d2, sac
 
     from anakin import launch
@@ -171,7 +174,7 @@ def make_config(
     arch = dataclasses.replace(
         arch, num_envs=num_envs, updates_per_call=updates, total_env_steps=1, num_devices=devices
     )
-    return TrainConfig(
+    cfg = TrainConfig(
         algo=algo_cfg,
         env=env,
         arch=arch,
@@ -181,6 +184,11 @@ def make_config(
         eval=EvalConfig(episodes=0),
         checkpoint=CheckpointConfig(enabled=False),
     )
+    if spec_defaults:  # algo.* settings only; the accelerator layout's own on top in it
+        as_laid_out = dataclasses.replace(cfg, arch=dataclasses.replace(arch, layout=layout))
+        chosen = launch.choose_spec_defaults(algo, as_laid_out, "default", frozenset())
+        cfg = dataclasses.replace(cfg, algo=chosen.algo)
+    return cfg
 
 
 def ceiling_program(env_name: str, num_envs: int, steps: int, devices):
@@ -250,6 +258,7 @@ def measure(spec: dict) -> dict:
         spec["devices"],
         spec.get("layout", "cpu"),
         spec.get("num_seeds", 1),
+        spec.get("spec_defaults", False),
     )
     t0 = time.perf_counter()
     s = fitted_setup(spec["algo"], cfg)

@@ -4,7 +4,9 @@
     python scripts/bench_against.py 309f61a --cases ppo:1024 impala:128:cpu:Breakout-MinAtar
     python scripts/bench_against.py HEAD --cases dqn:16 --seeds 4   # 4 runs in one program
 
-Each case (ALGO:ENVS[:LAYOUT[:ENV]], on CartPole-v1 unless named, Pendulum-v1 for SAC) is timed by
+Each case (ALGO:ENVS[:LAYOUT[:ENV[:spec]]], on CartPole-v1 unless named, Pendulum-v1 for SAC;
+`spec` adds the settings `anakin train` takes for the environment's observations and actions,
+such as the image settings on MinAtar, `dqn:16:cpu:Breakout-MinAtar:spec`) is timed by
 `scripts/bench.py`'s own worker, once with this tree's packages and once with the revision's
 (checked out into a temporary git worktree and put first on the import path), in alternating
 order round by round, so that this machine's drift hits both sides alike. The table gives each
@@ -37,12 +39,16 @@ DEFAULT_CASES = ["impala:1024", "ppo:1024", "dqn:1024", "r2d2:1024"]
 
 
 def parse_case(text: str) -> dict:
-    """ "ALGO:ENVS[:LAYOUT[:ENV]]" -> the worker's spec fields; SystemExit naming a bad case."""
+    """ "ALGO:ENVS[:LAYOUT[:ENV[:spec]]]" -> the worker's spec fields; SystemExit naming a bad
+    case."""
     from bench import SETUPS
 
     parts = text.split(":")
-    if len(parts) not in (2, 3, 4) or not parts[1].isdigit():
-        raise SystemExit(f"--cases {text!r}: expected ALGO:ENVS[:LAYOUT[:ENV]], e.g. ppo:1024")
+    form = "ALGO:ENVS[:LAYOUT[:ENV[:spec]]]"
+    if len(parts) not in (2, 3, 4, 5) or not parts[1].isdigit():
+        raise SystemExit(f"--cases {text!r}: expected {form}, e.g. ppo:1024")
+    if len(parts) == 5 and parts[4] != "spec":
+        raise SystemExit(f"--cases {text!r}: the fifth field can only be spec ({form})")
     layout = parts[2] if len(parts) > 2 else "cpu"
     if layout not in ("cpu", "accelerator"):
         raise SystemExit(f"--cases {text!r}: the layout must be cpu or accelerator")
@@ -51,7 +57,8 @@ def parse_case(text: str) -> dict:
     if (algo, env) not in SETUPS or algo == "bc":
         known = ", ".join(f"{a}:{e}" for a, e in SETUPS if a != "bc")
         raise SystemExit(f"--cases {text!r}: no benchmark setup for it; known: {known}")
-    return {"algo": algo, "env": env, "num_envs": int(parts[1]), "layout": layout}
+    spec = {"algo": algo, "env": env, "num_envs": int(parts[1]), "layout": layout}
+    return spec | ({"spec_defaults": True} if len(parts) == 5 else {})
 
 
 @contextlib.contextmanager
@@ -148,7 +155,8 @@ def main() -> None:
                 continue
             ours, theirs = (statistics.median(times[n]) for n in sides)
             rows.append({**spec, "rev": args.rev, "sps": times})
-            name = f"{case['algo']} {case['env']} {case['num_envs']} envs ({case['layout']})"
+            name = f"{case['algo']} {case['env']} {case['num_envs']} envs ({case['layout']}"
+            name += ", its settings for the task)" if case.get("spec_defaults") else ")"
             name += f", {args.seeds} seeds" if args.seeds > 1 else ""
             table.append(f"| {name} | {theirs:,.0f} | {ours:,.0f} | {ours / theirs:.2f} |")
             print(table[-1], flush=True)

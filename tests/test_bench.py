@@ -119,7 +119,9 @@ def test_bench_against_cases_name_what_is_wrong():
     case = bench_against.parse_case("impala:128:accelerator:Breakout-MinAtar")
     assert (case["env"], case["layout"]) == ("Breakout-MinAtar", "accelerator")
     assert bench_against.parse_case("sac:16")["env"] == "Pendulum-v1"
+    assert bench_against.parse_case("dqn:16:cpu:Breakout-MinAtar:spec")["spec_defaults"] is True
     for bad, message in [
+        ("dqn:16:cpu:Breakout-MinAtar:images", "fifth field can only be spec"),
         ("ppo", "expected ALGO:ENVS"),
         ("ppo:many", "expected ALGO:ENVS"),
         ("ppo:16:gpu", "cpu or accelerator"),
@@ -128,6 +130,23 @@ def test_bench_against_cases_name_what_is_wrong():
     ]:
         with pytest.raises(SystemExit, match=message):
             bench_against.parse_case(bad)
+
+
+def test_bench_config_takes_the_task_settings_anakin_train_takes_only_when_asked():
+    from scripts import bench
+
+    def config(layout, spec_defaults=False):
+        return bench.make_config(
+            "dqn", "Breakout-MinAtar", 16, 0, "", 0, layout, spec_defaults=spec_defaults
+        )
+
+    # DQN's image settings: one sample per insert, and in the accelerator layout a replay of
+    # its own; the benchmark's own sizes (environments, updates per call) stay.
+    plain, cpu, fast = config("cpu"), config("cpu", True), config("accelerator", True)
+    assert (plain.algo.samples_per_insert, cpu.algo.samples_per_insert) == (8.0, 1.0)
+    assert cpu.algo.replay_capacity == plain.algo.replay_capacity
+    assert fast.algo.replay_capacity == 262_144
+    assert (cpu.arch.num_envs, cpu.arch.updates_per_call) == (16, plain.arch.updates_per_call)
 
 
 def test_bench_against_imports_the_revision_and_removes_its_checkout():
