@@ -30,9 +30,11 @@ Tables:
            `--main-devices` devices: the full program, the same without learner updates, and
            without the network acting (random actions), plus its FLOPs per env step.
   replay_profile  where DQN's and R2D2's time goes on CartPole-v1 at `--cost-envs`
-           environments: env steps/s of the whole program and the share of its time that the
-           gradient steps, the sampling and priority writes, the replay insert, the acting and
-           the environment take (each part taken out in turn).
+           environments (`--profile-envs Breakout-MinAtar ...`: other tasks, each at the
+           environments and settings its `anakin train` uses): env steps/s of the whole
+           program and the share of its time that the gradient steps, the sampling and
+           priority writes, the replay insert, the acting and the environment take (each part
+           taken out in turn).
   cost     what each layout costs as it grows (`--cost-envs`, default 32 to 4,096 environments
            on `--main-devices` devices): env steps/s next to plain environment stepping,
            compile time, peak host memory, FLOPs per env step (matrix products and
