@@ -512,6 +512,31 @@ REPLAY_PARTS = (
 )
 
 
+def replay_profile_config(algo: str, env: str, num_envs: int):
+    """The config `replay_profile` measures: CartPole-v1 at `num_envs` as the benchmark sets it
+    up; another task as `anakin train ALGO --env ENV` trains it (images: the image settings),
+    at `num_envs` if given. One seed, learning from the first call on."""
+    if env == "CartPole-v1":
+        cfg = make_config(algo, env, num_envs, 0, "")
+    else:
+        from anakin import launch
+        from anakin.config import CheckpointConfig, EvalConfig
+
+        cfg = launch.config_for_flags(algo, ["--env", env])
+        cfg = dataclasses.replace(
+            cfg,
+            arch=dataclasses.replace(
+                cfg.arch, num_envs=num_envs or cfg.arch.num_envs, total_env_steps=1
+            ),
+            quiet=True,
+            eval=EvalConfig(episodes=0),
+            checkpoint=CheckpointConfig(enabled=False),
+        )
+    return dataclasses.replace(
+        cfg, algo=dataclasses.replace(cfg.algo, min_replay_size=cfg.algo.batch_size)
+    )
+
+
 def measure_replay_profile(spec: dict) -> dict:
     """Where a replay learner's time goes (DQN, R2D2): env steps/s of its program whole and
     with, in turn, the gradient steps (sampling and priority writes kept), the SGD steps (the
@@ -528,24 +553,7 @@ def measure_replay_profile(spec: dict) -> dict:
     from anakin import runner
 
     algo_name, env = spec["algo"], spec.get("env", "CartPole-v1")
-    if env == "CartPole-v1":
-        cfg = make_config(algo_name, env, spec["num_envs"], 0, "")
-    else:  # what `anakin train ALGO --env ENV` trains (images: the image settings), one seed
-        from anakin import launch
-        from anakin.config import CheckpointConfig, EvalConfig
-
-        cfg = launch.config_for_flags(algo_name, ["--env", env])
-        n = spec["num_envs"] or cfg.arch.num_envs
-        cfg = dataclasses.replace(
-            cfg,
-            arch=dataclasses.replace(cfg.arch, num_envs=n, total_env_steps=1),
-            quiet=True,
-            eval=EvalConfig(episodes=0),
-            checkpoint=CheckpointConfig(enabled=False),
-        )
-    cfg = dataclasses.replace(  # learn from the first call on
-        cfg, algo=dataclasses.replace(cfg.algo, min_replay_size=cfg.algo.batch_size)
-    )
+    cfg = replay_profile_config(algo_name, env, spec["num_envs"])
     s = runner.setup(algo_name, cfg)
     base = s.algorithm
     real_when_ready = learning.sgd_steps_when_ready

@@ -149,6 +149,20 @@ def test_bench_config_takes_the_task_settings_anakin_train_takes_only_when_asked
     assert (cpu.arch.num_envs, cpu.arch.updates_per_call) == (16, plain.arch.updates_per_call)
 
 
+def test_replay_profile_measures_other_tasks_as_anakin_train_runs_them():
+    from scripts import bench
+
+    # MinAtar: the environments and image settings of `anakin train dqn --env ...` (one sample
+    # per insert); CartPole: the benchmark's own setup at the given environment count.
+    breakout = bench.replay_profile_config("dqn", "Breakout-MinAtar", 0)
+    assert (breakout.env.name, breakout.arch.num_envs) == ("Breakout-MinAtar", 16)
+    assert breakout.algo.samples_per_insert == 1.0
+    assert breakout.algo.min_replay_size == breakout.algo.batch_size  # learns from the start
+    assert bench.replay_profile_config("r2d2", "Freeway-MinAtar", 64).arch.num_envs == 64
+    cartpole = bench.replay_profile_config("dqn", "CartPole-v1", 1024)
+    assert (cartpole.arch.num_envs, cartpole.algo.samples_per_insert) == (1024, 8.0)
+
+
 def test_bench_against_imports_the_revision_and_removes_its_checkout():
     import subprocess
 
