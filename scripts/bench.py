@@ -34,7 +34,9 @@ Tables:
            environments and settings its `anakin train` uses): env steps/s of the whole
            program and the share of its time that the gradient steps, the sampling and
            priority writes, the replay insert, the acting and the environment take (each part
-           taken out in turn).
+           taken out in turn). `--profile-channels 4 7`: each task but CartPole again with its
+           image cut to, or padded with zero channels to, each count (Freeway-MinAtar has 7,
+           Breakout 4): what the channels cost apart from the task's dynamics.
   cost     what each layout costs as it grows (`--cost-envs`, default 32 to 4,096 environments
            on `--main-devices` devices): env steps/s next to plain environment stepping,
            compile time, peak host memory, FLOPs per env step (matrix products and
@@ -537,6 +539,31 @@ def replay_profile_config(algo: str, env: str, num_envs: int):
     )
 
 
+def with_channels(task: str, channels: int) -> str:
+    """Registers (in this process) `task` with its image cut to its first `channels` channels
+    or padded with zero channels up to them, and returns the name it is registered under: the
+    same dynamics and episodes at another image size, to tell what a task's channel count costs
+    from what its dynamics cost."""
+    import gymnax
+    import jax.numpy as jnp
+    from anakin.envs.registry import as_adapter
+    from anakin.envs.wrappers import ObservationWrapper
+
+    from anakin import envs
+
+    class Channels(ObservationWrapper):
+        def observation(self, obs):
+            have = obs.shape[-1]
+            if channels <= have:
+                return obs[..., :channels]
+            return jnp.concatenate([obs, jnp.zeros((*obs.shape[:-1], channels - have))], -1)
+
+    name = f"{task}-{channels}-channels"
+    if name not in envs.names():  # registered once per process
+        envs.register(name, lambda: Channels(as_adapter(gymnax.make(task)[0], task)))
+    return name
+
+
 def measure_replay_profile(spec: dict) -> dict:
     """Where a replay learner's time goes (DQN, R2D2): env steps/s of its program whole and
     with, in turn, the gradient steps (sampling and priority writes kept), the SGD steps (the
@@ -553,7 +580,14 @@ def measure_replay_profile(spec: dict) -> dict:
     from anakin import runner
 
     algo_name, env = spec["algo"], spec.get("env", "CartPole-v1")
-    cfg = replay_profile_config(algo_name, env, spec["num_envs"])
+    channels = spec.get("channels")
+    if channels:
+        from anakin import envs
+
+        if envs.spec(*envs.make(env)).obs_shape[-1] == channels:
+            return {"same_as_task": True}  # the task as it is, measured without `channels`
+    name = with_channels(env, channels) if channels else env
+    cfg = replay_profile_config(algo_name, name, spec["num_envs"])
     s = runner.setup(algo_name, cfg)
     base = s.algorithm
     real_when_ready = learning.sgd_steps_when_ready
@@ -596,6 +630,8 @@ def measure_replay_profile(spec: dict) -> dict:
 
             times[name] += timed(call, spec["calls"])
     out = {"algo": algo_name, "env": env, "num_envs": cfg.arch.num_envs, "devices": len(s.devices)}
+    if channels:
+        out["channels"] = channels
     per_update = cfg.algo.sgd_steps_per_update(cfg.arch)
     out["sgd_steps_per_env_step"] = per_update / (cfg.arch.num_envs * cfg.arch.rollout_length)
     for name in variants:
@@ -638,7 +674,9 @@ def replay_profile_table(rows: list[dict]) -> str:
         cost = [1.0 / r[name] for name, _ in REPLAY_PARTS] + [0.0]
         shares = [(cost[i] - cost[i + 1]) / cost[0] for i in range(len(REPLAY_PARTS))]
         lines.append(
-            f"| {r['algo']} | {r.get('env', 'CartPole-v1')} | {r['num_envs']} | "
+            f"| {r['algo']} | {r.get('env', 'CartPole-v1')}"
+            + (f", image of {r['channels']} channels" if r.get("channels") else "")
+            + f" | {r['num_envs']} | "
             f"{fmt(r['full program'])} | {r['sgd_steps_per_env_step']:.3g} | "
             + " | ".join(f"{x:.0%}" for x in shares)
             + " |"
@@ -788,6 +826,14 @@ def main() -> None:
         help="the tasks `replay_profile` splits (CartPole-v1 at each of --cost-envs, others at "
         "their `anakin train` environments)",
     )
+    p.add_argument(
+        "--profile-channels",
+        type=int,
+        nargs="+",
+        default=[],
+        help="replay_profile: each task but CartPole also with its image cut to, or padded "
+        "with zero channels to, each of these counts (the same dynamics, another image size)",
+    )
     p.add_argument("--cost-envs", type=int, nargs="+", default=[32, 256, 1024, 4096])
     p.add_argument("--cost-algos", nargs="+", default=["impala", "ppo", "dqn", "r2d2"])
     p.add_argument(
@@ -906,11 +952,18 @@ def main() -> None:
         for env in args.profile_envs:
             # CartPole at each of --cost-envs; another task at the environments its `anakin
             # train` uses (images: the image settings), as the reference table runs it.
+            # --profile-channels: the task again with its image cut or padded to each count.
+            variants = [{}] + [
+                {"channels": c} for c in args.profile_channels if env != "CartPole-v1"
+            ]
             for n in args.cost_envs if env == "CartPole-v1" else [0]:
                 for algo in ("dqn", "r2d2"):
-                    spec = {"algo": algo, "env": env, "num_envs": n, **timing}
-                    rows.append(run_worker("replay_profile", spec, 1))
-                    print(replay_profile_table(rows[-1:]).splitlines()[-1], flush=True)
+                    for variant in variants:
+                        spec = {"algo": algo, "env": env, "num_envs": n, **variant, **timing}
+                        row = run_worker("replay_profile", spec, 1)
+                        if not row.get("same_as_task"):
+                            rows.append(row)
+                            print(replay_profile_table([row]).splitlines()[-1], flush=True)
         results["replay_profile"] = rows
         print("\n" + replay_profile_table(rows))
 

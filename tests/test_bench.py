@@ -19,6 +19,25 @@ def test_replay_profile_shares_are_differences_of_time_per_env_step():
     assert lines[2] == "| dqn | CartPole-v1 | 32 | 100 | 0.125 | 50% | 25% | 12% | 6% | 6% |"
     minatar = bench.replay_profile_table([{**row, "env": "Breakout-MinAtar"}]).splitlines()
     assert minatar[2].startswith("| dqn | Breakout-MinAtar | 32 | 100 |")
+    padded = bench.replay_profile_table([{**row, "env": "Breakout-MinAtar", "channels": 7}])
+    assert padded.splitlines()[2].startswith("| dqn | Breakout-MinAtar, image of 7 channels |")
+
+
+def test_with_channels_keeps_the_task_and_resizes_its_image():
+    import jax
+    import numpy as np
+
+    from anakin import envs
+
+    obs = {}
+    for channels in (2, 4, 7):
+        name = bench.with_channels("Breakout-MinAtar", channels) if channels != 4 else None
+        env, params = envs.make(name or "Breakout-MinAtar")
+        assert envs.spec(env, params).obs_shape == (10, 10, channels)
+        obs[channels] = np.asarray(env.reset(jax.random.PRNGKey(3), params)[0])
+    np.testing.assert_array_equal(obs[2], obs[4][..., :2])  # the same state, cut
+    np.testing.assert_array_equal(obs[7][..., :4], obs[4])  # or padded with zeros
+    assert not obs[7][..., 4:].any()
 
 
 def test_image_torso_table_gives_greedy_returns_only_when_evaluated():
