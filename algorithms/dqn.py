@@ -425,22 +425,24 @@ ACCELERATOR = {
     "algo.target_update_period": 50,
 }
 
-# Image observations (the default preset's, on either layout): one transition sampled per
-# transition inserted instead of eight. The conv torso's forward and backward passes over the
-# sampled batches are then the run's cost: on Breakout-MinAtar (4 seeds at once) this runs 5.4x
-# the env steps per second (scripts/results/dqn_images_speed.md; alone, 9.4k per seed against
-# 1.4k), so a MinAtar row's 10M env steps take minutes per seed rather than about two hours.
-# What it learns there: scripts/results/reference_gymnax.md, dqn_images_2m.md.
-IMAGES = {"algo.samples_per_insert": 1.0}
+# Image observations (the default preset's, CPU layout): two transitions sampled per transition
+# inserted instead of eight. The conv torso's forward and backward passes over the sampled
+# batches are then the run's cost, so a MinAtar row's 10M env steps take minutes per seed rather
+# than about two hours (one per insert ran Breakout-MinAtar 5.4x faster than eight,
+# scripts/results/dqn_images_speed.md). One per insert fell short of Breakout's published 28 at
+# 10M (21.4); two meet all four MinAtar rows there, Freeway at 61.1 against one's 57.8, at 5-11
+# minutes per seed, Freeway the slowest (scripts/results/reference_gymnax.md, dqn_images_10m.md).
+IMAGES = {"algo.samples_per_insert": 2.0}
 
-# The accelerator layout on images, on top of IMAGES: a replay of 262,144 transitions rather than
-# 1,048,576. Each stored step holds its observation and its final one, so on MinAtar the larger
-# replay needs 12.6 GiB per device for 4 seeds on 2 devices (18.9 on SpaceInvaders) and was
-# refused here; this one needs a quarter. At 3M env steps (4 seeds, greedy) it ends Breakout at
-# 17.9 and SpaceInvaders at 94 against the CPU layout's 17.8 and 121, an IQM of 0.69 against
-# 0.80 (learning rates of 2e-3: 17.2 and 112, 0.68; 4e-3: 12.4 and 90.1, 0.47)
-# (scripts/results/large_batch_images.md; docs/gpu.md#layouts).
-ACCELERATOR_IMAGES = {"algo.replay_capacity": 262_144}
+# The accelerator layout on images, on top of IMAGES: one sample per insert, as its large-batch
+# image suite ran (two was measured on the CPU layout only), and a replay of 262,144 transitions
+# rather than 1,048,576. Each stored step holds its observation and its final one, so on MinAtar
+# the larger replay needs 12.6 GiB per device for 4 seeds on 2 devices (18.9 on SpaceInvaders)
+# and was refused here; this one needs a quarter. At 3M env steps (4 seeds, greedy) it ends
+# Breakout at 17.9 and SpaceInvaders at 94 against the CPU layout's 17.8 and 121 (then at one
+# sample per insert), an IQM of 0.69 against 0.80 (learning rates of 2e-3: 17.2 and 112, 0.68;
+# 4e-3: 12.4 and 90.1, 0.47) (scripts/results/large_batch_images.md; docs/gpu.md#layouts).
+ACCELERATOR_IMAGES = {"algo.replay_capacity": 262_144, "algo.samples_per_insert": 1.0}
 
 ENTRY = AlgorithmEntry(
     config_cls=DQNConfig,

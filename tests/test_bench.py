@@ -159,10 +159,11 @@ def test_bench_config_takes_the_task_settings_anakin_train_takes_only_when_asked
             "dqn", "Breakout-MinAtar", 16, 0, "", 0, layout, spec_defaults=spec_defaults
         )
 
-    # DQN's image settings: one sample per insert, and in the accelerator layout a replay of
-    # its own; the benchmark's own sizes (environments, updates per call) stay.
+    # DQN's image settings: two samples per insert (one in the accelerator layout, with a replay
+    # of its own); the benchmark's own sizes (environments, updates per call) stay.
     plain, cpu, fast = config("cpu"), config("cpu", True), config("accelerator", True)
-    assert (plain.algo.samples_per_insert, cpu.algo.samples_per_insert) == (8.0, 1.0)
+    assert (plain.algo.samples_per_insert, cpu.algo.samples_per_insert) == (8.0, 2.0)
+    assert fast.algo.samples_per_insert == 1.0
     assert cpu.algo.replay_capacity == plain.algo.replay_capacity
     assert fast.algo.replay_capacity == 262_144
     assert (cpu.arch.num_envs, cpu.arch.updates_per_call) == (16, plain.arch.updates_per_call)
@@ -171,11 +172,11 @@ def test_bench_config_takes_the_task_settings_anakin_train_takes_only_when_asked
 def test_replay_profile_measures_other_tasks_as_anakin_train_runs_them():
     from scripts import bench
 
-    # MinAtar: the environments and image settings of `anakin train dqn --env ...` (one sample
+    # MinAtar: the environments and image settings of `anakin train dqn --env ...` (two samples
     # per insert); CartPole: the benchmark's own setup at the given environment count.
     breakout = bench.replay_profile_config("dqn", "Breakout-MinAtar", 0)
     assert (breakout.env.name, breakout.arch.num_envs) == ("Breakout-MinAtar", 16)
-    assert breakout.algo.samples_per_insert == 1.0
+    assert breakout.algo.samples_per_insert == 2.0
     assert breakout.algo.min_replay_size == breakout.algo.batch_size  # learns from the start
     assert bench.replay_profile_config("r2d2", "Freeway-MinAtar", 64).arch.num_envs == 64
     cartpole = bench.replay_profile_config("dqn", "CartPole-v1", 1024)

@@ -358,25 +358,26 @@ def test_replay_learners_accelerator_layouts_take_their_own_image_setting(
 
 
 @pytest.mark.parametrize(
-    ("algo", "on_vectors", "batches"), [("dqn", 8, (128, 512)), ("r2d2", 4, (32, 128))]
+    ("algo", "on_vectors", "batches", "on_images"),
+    [("dqn", 8, (128, 512), (2.0, 1.0)), ("r2d2", 4, (32, 128), (1.0, 1.0))],
 )
-def test_replay_learners_sample_once_per_insert_on_images_on_either_layout(
-    algo, on_vectors, batches
+def test_replay_learners_take_their_image_ratio_on_either_layout(
+    algo, on_vectors, batches, on_images
 ):
-    """The replay learners' image setting (each transition or sequence sampled once per insert)
-    on top of either layout, over the device counts a user brings; vector observations keep
+    """The replay learners' image setting (each transition or sequence sampled once or twice
+    per insert, per layout) over the device counts a user brings; vector observations keep
     their ratio, and a ratio the user sets is kept."""
     assert_takes(algorithms.get(algo).images, "Breakout-MinAtar", "image observations", algo)
     cart = launch.resolve(algo, flags=["--env", "CartPole-v1"])
     assert cart.cfg.algo.samples_per_insert == on_vectors
-    mine = ["--env", "Breakout-MinAtar", "--algo.samples-per-insert", "2"]
-    assert launch.resolve(algo, flags=mine).cfg.algo.samples_per_insert == 2
-    for layout, batch in zip(("cpu", "accelerator"), batches, strict=True):
+    mine = ["--env", "Breakout-MinAtar", "--algo.samples-per-insert", "3"]
+    assert launch.resolve(algo, flags=mine).cfg.algo.samples_per_insert == 3
+    for layout, batch, ratio in zip(("cpu", "accelerator"), batches, on_images, strict=True):
         for n in (1, 3, 4):  # the test process has 4 devices
             flags = ["--env", "Breakout-MinAtar", "--arch.layout", layout]
             run = launch.resolve(algo, flags=[*flags, "--arch.num-devices", str(n)])
             cfg, arch = run.cfg.algo, run.cfg.arch
-            assert cfg.samples_per_insert == 1.0 and cfg.batch_size % n == 0
+            assert cfg.samples_per_insert == ratio and cfg.batch_size % n == 0
             assert abs(cfg.batch_size - batch) < n and arch.num_envs % n == 0
             assert cfg.sgd_steps_per_update(Layout(arch.num_envs, n, arch.rollout_length)) >= 1
 
