@@ -540,7 +540,7 @@ def replay_profile_config(algo: str, env: str, num_envs: int):
 
 
 def with_channels(task: str, channels: int) -> str:
-    """Registers (in this process) `task` with its image cut to its first `channels` channels
+    """Registers (in this process) gymnax `task` with its image cut to its first `channels` channels
     or padded with zero channels up to them, and returns the name it is registered under: the
     same dynamics and episodes at another image size, to tell what a task's channel count costs
     from what its dynamics cost."""
@@ -556,7 +556,8 @@ def with_channels(task: str, channels: int) -> str:
             have = obs.shape[-1]
             if channels <= have:
                 return obs[..., :channels]
-            return jnp.concatenate([obs, jnp.zeros((*obs.shape[:-1], channels - have))], -1)
+            pad = jnp.zeros((*obs.shape[:-1], channels - have), obs.dtype)
+            return jnp.concatenate([obs, pad], -1)
 
     name = f"{task}-{channels}-channels"
     if name not in envs.names():  # registered once per process
