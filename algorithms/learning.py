@@ -237,9 +237,9 @@ def insert_and_learn(
     the replay holds `min_size` samples; `replay_size` is added to the metrics."""
     replay = replay_lib.insert(state.replay, replay_layout, traj, core)
     state = state.replace(replay=replay)
-    ready = replay_lib.size(replay) >= min_size
+    ready = replay_lib.size(replay, replay_layout) >= min_size
     state, metrics = sgd_steps_when_ready(state, sgd_step, key, num_steps, ready)
-    metrics["replay_size"] = replay_lib.size(state.replay).astype(jnp.float32)
+    metrics["replay_size"] = replay_lib.size(state.replay, replay_layout).astype(jnp.float32)
     return state, metrics
 
 

@@ -323,6 +323,12 @@ def slot_age(layout: ReplayLayout, written: jax.Array) -> jax.Array:
     return jnp.where(written > start, age, 0)
 
 
+def valid_slots(layout: ReplayLayout, written: jax.Array) -> jax.Array:
+    """Which slots hold a complete sequence, bool [K]: every environment's ring is written in
+    step, so one mask serves them all."""
+    return slot_age(layout, written) >= layout.length
+
+
 def insert(
     replay: SequenceReplay, layout: ReplayLayout, traj: Transition, core: Any
 ) -> SequenceReplay:
@@ -392,9 +398,13 @@ def insert(
     )
 
 
-def size(replay: SequenceReplay) -> jax.Array:
-    """Sampleable sequences on this device (int32 [])."""
-    return jnp.sum(replay.priority > 0, dtype=jnp.int32)
+def size(replay: SequenceReplay, layout: ReplayLayout) -> jax.Array:
+    """Sampleable sequences on this device (int32 []): the slots with a nonzero priority,
+    counted from the write count over one ring's slots rather than over every environment's
+    priorities (`insert` zeroes exactly the slots `valid_slots` leaves out, and priorities
+    never drop below MIN_PRIORITY). Every SGD step samples, so this spares each step a pass
+    over the whole priority array: num_envs times less work."""
+    return layout.num_envs * jnp.sum(valid_slots(layout, replay.written), dtype=jnp.int32)
 
 
 def gather(replay: SequenceReplay, layout: ReplayLayout, env: jax.Array, slot: jax.Array):
@@ -415,7 +425,8 @@ def sample(replay: SequenceReplay, layout: ReplayLayout, key: jax.Array, batch_s
     if not layout.prioritised:
         return _sample_uniform(replay, layout, key, batch_size)
     idx = search(replay.tree, jax.random.uniform(key, (batch_size,), jnp.float32))
-    return _sample_at(replay, layout, idx, replay.tree[0][idx] / replay.tree[-1][0], size(replay))
+    probability = replay.tree[0][idx] / replay.tree[-1][0]
+    return _sample_at(replay, layout, idx, probability, size(replay, layout))
 
 
 def _sample_at(
@@ -437,14 +448,18 @@ def _sample_at(
 def _sample_uniform(
     replay: SequenceReplay, layout: ReplayLayout, key: jax.Array, batch_size: int
 ) -> Sample:
-    """Uniform draws (with replacement) among sampleable slots: the k-th valid slot, k uniform."""
-    valid = replay.priority.reshape(-1) > 0  # [E K]
-    num_valid = jnp.sum(valid, dtype=jnp.int32)
+    """Uniform draws (with replacement) among sampleable slots: the k-th valid slot in
+    environment-major order, k uniform. Every ring has the same valid slots, so the k-th is
+    found in one ring's mask ([K]) rather than in all of them ([E K])."""
+    valid = valid_slots(layout, replay.written)  # [K]
+    per_env = jnp.sum(valid, dtype=jnp.int32)
+    num_valid = layout.num_envs * per_env
     k = jax.random.randint(key, (batch_size,), 0, jnp.maximum(num_valid, 1))
-    idx = jnp.searchsorted(jnp.cumsum(valid, dtype=jnp.int32), k, side="right")
-    idx = jnp.minimum(idx, valid.shape[0] - 1).astype(jnp.int32)
+    env, j = k // jnp.maximum(per_env, 1), k % jnp.maximum(per_env, 1)
+    slot = jnp.searchsorted(jnp.cumsum(valid, dtype=jnp.int32), j, side="right")
+    idx = env * layout.slots + jnp.minimum(slot, layout.slots - 1)
     probability = jnp.full((batch_size,), 1.0, jnp.float32) / jnp.maximum(num_valid, 1)
-    return _sample_at(replay, layout, idx, probability, num_valid)
+    return _sample_at(replay, layout, idx.astype(jnp.int32), probability, num_valid)
 
 
 def importance_weights(sample: Sample, exponent: float) -> jax.Array:

@@ -82,8 +82,29 @@ def test_fifo_eviction_keeps_the_newest_sequences():
         replay = fill(layout, steps=n, per_insert=3)
         newest = [s for s in range(0, n) if s % 2 == 0 and n - 8 <= s <= n - 4]
         assert valid_starts(replay, layout) == newest, n
-    assert rp.size(replay) == len(newest)
+    assert rp.size(replay, layout) == len(newest)
     assert layout.max_sequences == 3
+
+
+@pytest.mark.parametrize("prioritised", [True, False])
+def test_size_and_uniform_draws_follow_the_nonzero_priorities(prioritised):
+    # The size counts one ring's slots from the write count; it must equal the count of
+    # nonzero priorities over every environment, and uniform draws must pick the k-th of
+    # those in environment-major order, as a search over the flat priorities does.
+    layout = rp.ReplayLayout(num_envs=3, capacity=8, length=4, period=2, prioritised=prioritised)
+    for n in (3, 6, 9, 12, 21, 30):
+        replay = fill(layout, steps=n, per_insert=3, num_envs=3)
+        flat = np.asarray(replay.priority).reshape(-1) > 0
+        assert int(rp.size(replay, layout)) == flat.sum(), n
+        if prioritised or not flat.any():
+            continue
+        key = jax.random.PRNGKey(n)
+        sample = rp.sample(replay, layout, key, 64)
+        k = jax.random.randint(key, (64,), 0, flat.sum())
+        expected = np.searchsorted(np.cumsum(flat), np.asarray(k), side="right")
+        np.testing.assert_array_equal(sample.env * layout.slots + sample.slot, expected)
+        assert flat[np.asarray(sample.env * layout.slots + sample.slot)].all()
+        assert int(sample.num_valid) == flat.sum()
 
 
 def test_new_sequences_get_the_max_priority_and_keep_updated_ones():

@@ -173,7 +173,7 @@ def test_truncated_step_bootstraps_from_final_observation_through_the_replay():
     layout = cfg.replay_layout(Layout(num_envs=1, num_devices=1, rollout_length=3))
     replay = replay_lib.init(layout, jax.tree.map(lambda x: x[0, 0], traj), ())
     replay = replay_lib.insert(replay, layout, traj, ())
-    assert int(replay_lib.size(replay)) == 3  # every step is a transition at once
+    assert int(replay_lib.size(replay, layout)) == 3  # every step is a transition at once
     steps, _ = replay_lib.gather(replay, layout, jnp.zeros(2, jnp.int32), jnp.array([0, 2]))
     batch = jax.tree.map(lambda x: x[0], steps)  # transitions t = 0 and t = 2
     np.testing.assert_array_equal(batch.final_obs[:, 0], [3.0, -1.0])  # F, not R
