@@ -434,15 +434,15 @@ ACCELERATOR = {
 # minutes per seed, Freeway the slowest (scripts/results/reference_gymnax.md, dqn_images_10m.md).
 IMAGES = {"algo.samples_per_insert": 2.0}
 
-# The accelerator layout on images, on top of IMAGES: one sample per insert, as its large-batch
-# image suite ran (two was measured on the CPU layout only), and a replay of 262,144 transitions
-# rather than 1,048,576. Each stored step holds its observation and its final one, so on MinAtar
-# the larger replay needs 12.6 GiB per device for 4 seeds on 2 devices (18.9 on SpaceInvaders)
-# and was refused here; this one needs a quarter. At 3M env steps (4 seeds, greedy) it ends
-# Breakout at 17.9 and SpaceInvaders at 94 against the CPU layout's 17.8 and 121 (then at one
-# sample per insert), an IQM of 0.69 against 0.80 (learning rates of 2e-3: 17.2 and 112, 0.68;
-# 4e-3: 12.4 and 90.1, 0.47) (scripts/results/large_batch_images.md; docs/gpu.md#layouts).
-ACCELERATOR_IMAGES = {"algo.replay_capacity": 262_144, "algo.samples_per_insert": 1.0}
+# The accelerator layout on images, on top of IMAGES (whose two samples per insert it keeps): a
+# replay of 262,144 transitions rather than 1,048,576. Each stored step holds its observation and
+# its final one, so on MinAtar the larger replay needs 12.6 GiB per device for 4 seeds on 2
+# devices (18.9 on SpaceInvaders) and was refused here; this one needs a quarter. At 3M env
+# steps (4 seeds, greedy) it ends Breakout at 28.4 and SpaceInvaders at 117 against the CPU
+# layout's 25.8 and 117, an IQM of 0.91 against 0.95, with a quarter of its SGD steps per env
+# step; one sample per insert ended them at 17.9 and 94 (0.69), and learning rates of 2e-3 and
+# 4e-3 did no better there (scripts/results/large_batch_images.md; docs/gpu.md#layouts).
+ACCELERATOR_IMAGES = {"algo.replay_capacity": 262_144}
 
 ENTRY = AlgorithmEntry(
     config_cls=DQNConfig,

@@ -359,7 +359,7 @@ def test_replay_learners_accelerator_layouts_take_their_own_image_setting(
 
 @pytest.mark.parametrize(
     ("algo", "on_vectors", "batches", "on_images"),
-    [("dqn", 8, (128, 512), (2.0, 1.0)), ("r2d2", 4, (32, 128), (1.0, 1.0))],
+    [("dqn", 8, (128, 512), (2.0, 2.0)), ("r2d2", 4, (32, 128), (1.0, 1.0))],
 )
 def test_replay_learners_take_their_image_ratio_on_either_layout(
     algo, on_vectors, batches, on_images
