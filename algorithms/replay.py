@@ -376,7 +376,7 @@ def insert(
         written >= 2**30, layout.capacity + jnp.mod(written, layout.capacity), written
     )
     age = slot_age(layout, written)
-    valid = age >= layout.length
+    valid = valid_slots(layout, written)  # the mask `size` counts
     fresh = valid & (age < layout.length + num_steps)  # completed (or rewritten) just now
     new = replay.max_priority if layout.insert_priority is None else layout.insert_priority
     priority = jnp.where(valid[None], jnp.where(fresh[None], new, replay.priority), 0.0)
