@@ -159,11 +159,11 @@ def test_bench_config_takes_the_task_settings_anakin_train_takes_only_when_asked
             "dqn", "Breakout-MinAtar", 16, 0, "", 0, layout, spec_defaults=spec_defaults
         )
 
-    # DQN's image settings: two samples per insert (one in the accelerator layout, with a replay
-    # of its own); the benchmark's own sizes (environments, updates per call) stay.
+    # DQN's image settings: two samples per insert on either layout (the accelerator layout
+    # with a replay of its own); the benchmark's own sizes (environments, updates per call) stay.
     plain, cpu, fast = config("cpu"), config("cpu", True), config("accelerator", True)
     assert (plain.algo.samples_per_insert, cpu.algo.samples_per_insert) == (8.0, 2.0)
-    assert fast.algo.samples_per_insert == 1.0
+    assert fast.algo.samples_per_insert == 2.0
     assert cpu.algo.replay_capacity == plain.algo.replay_capacity
     assert fast.algo.replay_capacity == 262_144
     assert (cpu.arch.num_envs, cpu.arch.updates_per_call) == (16, plain.arch.updates_per_call)
