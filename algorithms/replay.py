@@ -297,8 +297,17 @@ def search(tree: tuple[jax.Array, ...], u: jax.Array) -> jax.Array:
     by counting the prefix sums at or below the target (zero-weight children share their
     predecessor's prefix and are stepped over), and a count that rounding pushes past the last
     positive child is pulled back to it."""
+    return search_with_weights(tree, u)[0]
+
+
+def search_with_weights(tree: tuple[jax.Array, ...], u: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """`search`'s slot indices and their leaf weights (`tree[0][index]`, read from the children
+    the search gathered at the last level). Reading the leaves a second time, as `tree[0][index]`,
+    made XLA copy the whole leaf level twice per SGD step (to read it, then to write the new
+    priorities into it), which grew with the replay."""
     target = u * tree[-1][0]
     node = jnp.zeros_like(u, dtype=jnp.int32)
+    weight = jnp.zeros_like(u)
     for level in reversed(tree[:-1]):
         children = level.reshape(-1, BRANCH)[node]  # [B, BRANCH]
         # Inclusive prefix sums; HIGHEST keeps float32 on GPUs (TF32) and TPUs (bf16 passes).
@@ -308,9 +317,10 @@ def search(tree: tuple[jax.Array, ...], u: jax.Array) -> jax.Array:
         picked = jnp.take_along_axis(children, jnp.minimum(child, BRANCH - 1)[:, None], 1)[:, 0]
         child = jnp.where((child >= BRANCH) | (picked <= 0), last_positive, child)
         before = jnp.take_along_axis(prefix - children, child[:, None], 1)[:, 0]
+        weight = jnp.take_along_axis(children, child[:, None], 1)[:, 0]
         target = jnp.maximum(target - before, 0.0)
         node = node * BRANCH + child
-    return node
+    return node, weight
 
 
 # --- the replay ------------------------------------------------------------------------------
@@ -424,8 +434,9 @@ def sample(replay: SequenceReplay, layout: ReplayLayout, key: jax.Array, batch_s
     uniformly among the sampleable ones when the layout is not prioritised."""
     if not layout.prioritised:
         return _sample_uniform(replay, layout, key, batch_size)
-    idx = search(replay.tree, jax.random.uniform(key, (batch_size,), jnp.float32))
-    probability = replay.tree[0][idx] / replay.tree[-1][0]
+    u = jax.random.uniform(key, (batch_size,), jnp.float32)
+    idx, weight = search_with_weights(replay.tree, u)
+    probability = weight / replay.tree[-1][0]
     return _sample_at(replay, layout, idx, probability, size(replay, layout))
 
 

@@ -214,6 +214,10 @@ def test_tree_updates_stay_exact_and_never_pick_zero_priority():
     idx = rp.search(tree, u)
     assert float(jnp.min(weights[idx])) > 0
     assert int(jnp.max(idx)) < n_items
+    # The weights the search read on its way down are the leaves' own, bit for bit.
+    same, leaf = rp.search_with_weights(tree, u)
+    np.testing.assert_array_equal(same, idx)
+    np.testing.assert_array_equal(leaf, tree[0][idx])
 
 
 def test_search_with_huge_and_tiny_weights():
