@@ -425,7 +425,7 @@ ACCELERATOR = {
     "algo.target_update_period": 50,
 }
 
-# Image observations (the default preset's, on either layout): two transitions sampled per transition
+# Image observations (the default preset's, either layout): two transitions sampled per transition
 # inserted instead of eight. The conv torso's forward and backward passes over the sampled
 # batches are then the run's cost, so a MinAtar row's 10M env steps take minutes per seed rather
 # than about two hours (one per insert ran Breakout-MinAtar 5.4x faster than eight,
