@@ -105,7 +105,8 @@ CANDIDATES = {
             *("--sweep", "algo.entropy_cost=0.03,0.01"),
         ],
     ),
-    # The CPU layout's seeds left DeepSea after 2M env steps of holding it (suite_time.md).
+    # The CPU layout's seeds, with plain Adam, left DeepSea after 2M env steps of holding it
+    # (an earlier run of the wall-clock suite; docs/suite.md).
     "impala, adam eps": (
         "impala",
         [*PLAIN_ADAM, "--sweep", "algo.adam_eps=1e-8,1e-5,1e-3"],
