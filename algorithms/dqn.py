@@ -78,6 +78,11 @@ class DQNConfig:
         greedy evaluation did, while 0.05 cost return on Catch, MountainCar and CartPole
         (scripts/results/eval_epsilon.md; docs/algorithms.md).
       dueling: a dueling Q head.
+      advantage_learning: when set, Bellemare et al.'s (2016) advantage learning with this
+        alpha: the target is lowered by alpha times the target network's action gap at the
+        learnt step, max_b Q'(o_0, b) - Q'(o_0, a_0), which widens the gap between the best
+        action and the others (one more target-network pass per SGD step). None: plain double
+        Q-learning, as Acme's.
       network: torso and widths (feed-forward: DQN has no core; use R2D2 for one).
     """
 
@@ -104,6 +109,7 @@ class DQNConfig:
     epsilon_decay_steps: int = 20_000
     evaluation_epsilon: float = sweepable(0.001)
     dueling: bool = False
+    advantage_learning: float | None = sweepable(None)
     network: NetworkConfig = NetworkConfig(hidden_sizes=(64, 64))
 
     @property
@@ -251,13 +257,27 @@ def dqn_loss(
     # zeros through half its rows.
     q_tm1 = q_values(params, jax.tree.map(lambda o: o[0], steps.obs))  # [B, A]
     q_t_online = q_values(jax.lax.stop_gradient(params), obs_t)  # [B, A]
-    q_t_value = q_values(target_params, obs_t)  # [B, A]
+    if cfg.advantage_learning is None:
+        q_t_value = q_values(target_params, obs_t)  # [B, A]
+    else:  # the target network over o_0 and the bootstrap observations, in one pass
+        obs_0 = jax.tree.map(lambda o: o[0], steps.obs)
+        both = q_values(
+            target_params, jax.tree.map(lambda a, b: jnp.concatenate([a, b]), obs_0, obs_t)
+        )
+        q_tm1_target, q_t_value = jnp.split(both, 2)
     # rlax's argmax over the selector sees only legal actions: a one-hot of the masked choice.
     num_actions = q_tm1.shape[-1]
     q_t_selector = jax.nn.one_hot(policies.greedy(q_t_online, legal(obs_t)), num_actions)
     td = jax.vmap(rlax.double_q_learning)(
         q_tm1, steps.action[0], r_t, discount_t, q_t_value, q_t_selector
     )  # [B]
+    if cfg.advantage_learning is not None:
+        # The gap is 0 where the learnt action is the target network's best: only the others fall.
+        mask = legal(obs_0)  # the best among the legal actions
+        best = q_tm1_target if mask is None else jnp.where(mask, q_tm1_target, -jnp.inf)
+        taken = jnp.take_along_axis(q_tm1_target, steps.action[0][:, None], axis=-1)[:, 0]
+        gap = jnp.max(best, axis=-1) - taken
+        td = td - cfg.advantage_learning * jax.lax.stop_gradient(gap)
     batch_loss = rlax.huber_loss(td, cfg.huber_loss_parameter)
     loss = jnp.mean(weights * batch_loss)
     metrics = {

@@ -415,6 +415,7 @@ FIELDS: dict[str, Range | Count] = {
     "adam_eps": _POSITIVE,
     "adam_b1": _UNIT_OPEN_TOP,
     "adam_b2": _UNIT_OPEN_TOP,
+    "advantage_learning": _UNIT_OPEN_TOP,
     "max_grad_norm": _POSITIVE_OR_OFF,
     "update_rms_clip": _POSITIVE_OR_OFF,
     "max_abs_reward": _POSITIVE_OR_OFF,

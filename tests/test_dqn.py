@@ -89,6 +89,47 @@ def test_loss_hand_worked():
     assert metrics["loss"] == loss
 
 
+def test_advantage_learning_lowers_the_target_by_the_target_networks_action_gap():
+    # The transitions of test_loss_hand_worked, with alpha 0.5. The target network values o_0
+    # at o_0 * [2, 0.5]: transition 0 ([1, 2], a_0 = 1) at [2, 1], a gap of 2 - 1 = 1 below its
+    # best, so td = 2.825 - 0.5 = 2.325; transitions 1 ([4, 1], a_0 = 0: [8, 0.5]) and 2
+    # ([0, 3], a_0 = 1: [0, 1.5]) took the target's best action, a gap of 0: td -3 and -0.2.
+    # With action 1 illegal at transition 1's o_0, the gap is still measured among legal
+    # actions only (0 there); with action 0 illegal at transition 0's, its gap is 0 too.
+    steps = transitions(
+        obs=[[[1, 2], [4, 1], [0, 3]], [[0, 0], [9, 9], [9, 9]], [[3, 5], [9, 9], [9, 9]]],
+        action=[[1, 0, 1], [0, 0, 0], [0, 0, 0]],
+        reward=[[1, 1, 1], [2, 5, 7], [0, 0, 0]],
+        terminated=[[False, True, False], [False] * 3, [False] * 3],
+        truncated=[[False, False, True], [False] * 3, [False] * 3],
+        final_obs=[[[0, 0], [9, 9], [2, 4]], [[3, 5], [9, 9], [9, 9]], [[0, 0]] * 3],
+    )
+    weights = jnp.ones(3)
+    plain = DQNConfig(n_step=2, discount=0.9)
+    for alpha, expected in ((0.0, [2.825, 3.0, 0.2]), (0.5, [2.325, 3.0, 0.2])):
+        cfg = dataclasses.replace(plain, advantage_learning=alpha)
+        _, (priorities, _) = loss_fn(ONLINE, TARGET, table_q_network(), steps, weights, cfg)
+        np.testing.assert_allclose(priorities, expected, rtol=1e-5)
+    # Masks: action 0 illegal at transition 0's o_0 leaves action 1 the best legal one.
+    mask = np.ones((3, 3, 2), bool)
+    mask[0, 0, 0] = False
+    masked = steps._replace(
+        obs={"q": steps.obs, "mask": jnp.asarray(mask)},
+        final_obs={"q": steps.final_obs, "mask": jnp.asarray(mask)},
+    )
+    spec = envs.EnvSpec(
+        "masked",
+        {"q": jax.ShapeDtypeStruct((2,), jnp.float32), "mask": jax.ShapeDtypeStruct((2,), bool)},
+        2,
+        action_mask="mask",
+    )
+    cfg = dataclasses.replace(plain, advantage_learning=0.5)
+    _, (priorities, _) = jax.jit(
+        lambda steps: dqn_loss(ONLINE, TARGET, table_q_network("q"), steps, weights, cfg, spec)
+    )(masked)
+    np.testing.assert_allclose(priorities, [2.825, 3.0, 0.2], rtol=1e-5)
+
+
 def test_n_step_transition_hand_worked():
     # Rewards [1, 2, 3], discounts [0.9, 0.5, 0.8]: 1 + 0.9 * 2 + 0.45 * 3 = 4.15, product 0.36.
     # With a termination at step 1 (discount 0): 1 + 0.9 * 2 + 0 * 3 = 2.8, product 0.
