@@ -60,6 +60,18 @@ ONLINE = {"w": jnp.array([1.0, 1.0])}
 TARGET = {"w": jnp.array([2.0, 0.5])}
 
 
+def hand_worked_steps() -> Transition:
+    """The three n = 2 transitions that test_loss_hand_worked works through."""
+    return transitions(
+        obs=[[[1, 2], [4, 1], [0, 3]], [[0, 0], [9, 9], [9, 9]], [[3, 5], [9, 9], [9, 9]]],
+        action=[[1, 0, 1], [0, 0, 0], [0, 0, 0]],
+        reward=[[1, 1, 1], [2, 5, 7], [0, 0, 0]],
+        terminated=[[False, True, False], [False] * 3, [False] * 3],
+        truncated=[[False, False, True], [False] * 3, [False] * 3],
+        final_obs=[[[0, 0], [9, 9], [2, 4]], [[3, 5], [9, 9], [9, 9]], [[0, 0]] * 3],
+    )
+
+
 def test_loss_hand_worked():
     # n = 2, discount 0.9, Huber parameter 1; online Q(o) = o, target Q(o) = o * [2, 0.5].
     # Transition 0: Q(o_0) = [1, 2], a_0 = 1 -> q_tm1 = 2. Rewards 1, 2. At o_2 = [3, 5] the
@@ -73,14 +85,7 @@ def test_loss_hand_worked():
     #   1 + 0.9 * 2 = 2.8 and its discount 0 (the reset episode's reward 7 and o_2 are cut off).
     #   target = 2.8; td = -0.2; Huber = 0.5 * 0.04 = 0.02.
     # Weights [1, 0.5, 0.25]: loss = (2.325 + 1.25 + 0.005) / 3 = 1.193333.
-    steps = transitions(
-        obs=[[[1, 2], [4, 1], [0, 3]], [[0, 0], [9, 9], [9, 9]], [[3, 5], [9, 9], [9, 9]]],
-        action=[[1, 0, 1], [0, 0, 0], [0, 0, 0]],
-        reward=[[1, 1, 1], [2, 5, 7], [0, 0, 0]],
-        terminated=[[False, True, False], [False] * 3, [False] * 3],
-        truncated=[[False, False, True], [False] * 3, [False] * 3],
-        final_obs=[[[0, 0], [9, 9], [2, 4]], [[3, 5], [9, 9], [9, 9]], [[0, 0]] * 3],
-    )
+    steps = hand_worked_steps()
     cfg = DQNConfig(n_step=2, discount=0.9)
     weights = jnp.array([1.0, 0.5, 0.25])
     loss, (priorities, metrics) = loss_fn(ONLINE, TARGET, table_q_network(), steps, weights, cfg)
@@ -96,14 +101,7 @@ def test_advantage_learning_lowers_the_target_by_the_target_networks_action_gap(
     # ([0, 3], a_0 = 1: [0, 1.5]) took the target's best action, a gap of 0: td -3 and -0.2.
     # With action 1 illegal at transition 1's o_0, the gap is still measured among legal
     # actions only (0 there); with action 0 illegal at transition 0's, its gap is 0 too.
-    steps = transitions(
-        obs=[[[1, 2], [4, 1], [0, 3]], [[0, 0], [9, 9], [9, 9]], [[3, 5], [9, 9], [9, 9]]],
-        action=[[1, 0, 1], [0, 0, 0], [0, 0, 0]],
-        reward=[[1, 1, 1], [2, 5, 7], [0, 0, 0]],
-        terminated=[[False, True, False], [False] * 3, [False] * 3],
-        truncated=[[False, False, True], [False] * 3, [False] * 3],
-        final_obs=[[[0, 0], [9, 9], [2, 4]], [[3, 5], [9, 9], [9, 9]], [[0, 0]] * 3],
-    )
+    steps = hand_worked_steps()
     weights = jnp.ones(3)
     plain = DQNConfig(n_step=2, discount=0.9)
     for alpha, expected in ((0.0, [2.825, 3.0, 0.2]), (0.5, [2.325, 3.0, 0.2])):
