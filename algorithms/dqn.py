@@ -201,7 +201,8 @@ def dqn_loss(
     cfg: DQNConfig,
     spec: EnvSpec | None = None,
 ) -> tuple[jax.Array, tuple[jax.Array, Metrics]]:
-    """Prioritised n-step double Q-learning with a Huber loss, on replayed transitions.
+    """Prioritised n-step double Q-learning with a Huber loss, on replayed transitions (with
+    advantage learning's lowered targets where `cfg.advantage_learning` is set).
 
     Args:
       params, target_params: online and target network parameters.
@@ -255,12 +256,12 @@ def dqn_loss(
     # Q(o_0) with gradients, and the selector's online pass over the bootstrap observations
     # without: its argmax passes no gradient, so one pass stacked over both would backpropagate
     # zeros through half its rows.
-    q_tm1 = q_values(params, jax.tree.map(lambda o: o[0], steps.obs))  # [B, A]
+    obs_0 = jax.tree.map(lambda o: o[0], steps.obs)
+    q_tm1 = q_values(params, obs_0)  # [B, A]
     q_t_online = q_values(jax.lax.stop_gradient(params), obs_t)  # [B, A]
     if cfg.advantage_learning is None:
         q_t_value = q_values(target_params, obs_t)  # [B, A]
     else:  # the target network over o_0 and the bootstrap observations, in one pass
-        obs_0 = jax.tree.map(lambda o: o[0], steps.obs)
         both = q_values(
             target_params, jax.tree.map(lambda a, b: jnp.concatenate([a, b]), obs_0, obs_t)
         )
