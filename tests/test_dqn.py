@@ -59,6 +59,14 @@ loss_fn = jax.jit(dqn_loss, static_argnums=(2, 5, 6))
 ONLINE = {"w": jnp.array([1.0, 1.0])}
 TARGET = {"w": jnp.array([2.0, 0.5])}
 
+# Observations {"q": table_q_network("q")'s inputs [2], "mask": the legal actions [2]}.
+MASKED_SPEC = envs.EnvSpec(
+    "masked",
+    {"q": jax.ShapeDtypeStruct((2,), jnp.float32), "mask": jax.ShapeDtypeStruct((2,), bool)},
+    2,
+    action_mask="mask",
+)
+
 
 def hand_worked_steps() -> Transition:
     """The three n = 2 transitions that test_loss_hand_worked works through."""
@@ -99,8 +107,8 @@ def test_advantage_learning_lowers_the_target_by_the_target_networks_action_gap(
     # at o_0 * [2, 0.5]: transition 0 ([1, 2], a_0 = 1) at [2, 1], a gap of 2 - 1 = 1 below its
     # best, so td = 2.825 - 0.5 = 2.325; transitions 1 ([4, 1], a_0 = 0: [8, 0.5]) and 2
     # ([0, 3], a_0 = 1: [0, 1.5]) took the target's best action, a gap of 0: td -3 and -0.2.
-    # With action 1 illegal at transition 1's o_0, the gap is still measured among legal
-    # actions only (0 there); with action 0 illegal at transition 0's, its gap is 0 too.
+    # With action 0 illegal at transition 0's o_0, the best legal action is the one taken: the
+    # gap is measured among legal actions only, so it is 0 and td stays 2.825.
     steps = hand_worked_steps()
     weights = jnp.ones(3)
     plain = DQNConfig(n_step=2, discount=0.9)
@@ -115,15 +123,10 @@ def test_advantage_learning_lowers_the_target_by_the_target_networks_action_gap(
         obs={"q": steps.obs, "mask": jnp.asarray(mask)},
         final_obs={"q": steps.final_obs, "mask": jnp.asarray(mask)},
     )
-    spec = envs.EnvSpec(
-        "masked",
-        {"q": jax.ShapeDtypeStruct((2,), jnp.float32), "mask": jax.ShapeDtypeStruct((2,), bool)},
-        2,
-        action_mask="mask",
-    )
     cfg = dataclasses.replace(plain, advantage_learning=0.5)
+    network = table_q_network("q")
     _, (priorities, _) = jax.jit(
-        lambda steps: dqn_loss(ONLINE, TARGET, table_q_network("q"), steps, weights, cfg, spec)
+        lambda steps: dqn_loss(ONLINE, TARGET, network, steps, weights, cfg, MASKED_SPEC)
     )(masked)
     np.testing.assert_allclose(priorities, [2.825, 3.0, 0.2], rtol=1e-5)
 
@@ -253,18 +256,12 @@ def test_double_q_selection_honours_the_action_mask():
     steps = steps._replace(
         obs={"q": obs, "mask": mask}, final_obs={"q": steps.final_obs, "mask": mask}
     )
-    spec = envs.EnvSpec(
-        "masked",
-        {"q": jax.ShapeDtypeStruct((2,), jnp.float32), "mask": jax.ShapeDtypeStruct((2,), bool)},
-        2,
-        action_mask="mask",
-    )
     cfg = DQNConfig(n_step=1, discount=1.0)
     network = table_q_network("q")
     masked, unmasked = jax.jit(
         lambda steps: [
             dqn_loss(ONLINE, TARGET, network, steps, jnp.ones(1), cfg, s)[1][0]
-            for s in (spec, None)
+            for s in (MASKED_SPEC, None)
         ]
     )(steps)
     np.testing.assert_allclose(masked, [6.0])  # 1 + 6 - 1
