@@ -84,6 +84,11 @@ class R2D2Config:
         greedy evaluation did, while 0.05 cost return on Catch, MountainCar and CartPole
         (scripts/results/eval_epsilon.md; docs/algorithms.md).
       dueling: a dueling Q head.
+      advantage_learning: when set, Bellemare et al.'s (2016) advantage learning with this
+        alpha, as DQN's: each step's target is lowered by alpha times the target network's
+        action gap there, max_b Q'(o_t, b) - Q'(o_t, a_t), in the value-rescaled units the
+        network learns (the target unroll already holds Q'(o_t): no extra pass). None: plain
+        double Q-learning, as the paper's and Acme's.
       network: torso, LSTM and widths.
     """
 
@@ -113,6 +118,7 @@ class R2D2Config:
     epsilon_decay_steps: int = 20_000
     evaluation_epsilon: float = sweepable(0.001)
     dueling: bool = False
+    advantage_learning: float | None = sweepable(None)
     network: NetworkConfig = NetworkConfig(hidden_sizes=(64,), lstm_size=64)
 
     @property
@@ -296,6 +302,13 @@ def r2d2_loss(
         in_axes=1,
         out_axes=1,
     )(online_q[:-1], data.action[:-1], target_q[1:], selector[1:], rewards, discounts)  # [T, B]
+    if cfg.advantage_learning is not None:
+        # The gap is 0 where a_t is the target network's best legal action: only others fall.
+        mask = legal(jax.tree.map(lambda o: o[:-1], data.obs))
+        gap_q = target_q[:-1] if mask is None else jnp.where(mask, target_q[:-1], -jnp.inf)
+        taken = jnp.take_along_axis(target_q[:-1], data.action[:-1][..., None], axis=-1)[..., 0]
+        gap = jnp.max(gap_q, axis=-1) - taken  # [T, B]
+        td = td - cfg.advantage_learning * jax.lax.stop_gradient(gap)
     batch_loss = 0.5 * jnp.sum(jnp.square(td), axis=0)  # [B]
     loss = jnp.mean(weights * batch_loss)
     priorities = sequence_priorities(td, cfg.max_priority_weight)

@@ -39,6 +39,26 @@ def table_q_network() -> Network:
     return Network(lambda key: {"w": jnp.float32(1.0)}, lambda n: (), apply, unroll)
 
 
+def keyed_q_network(key: str) -> Network:
+    """table_q_network on the observation's entry `key` (the others, such as a mask, unread)."""
+    table = table_q_network()
+
+    def apply(params, obs, core, first):
+        return table.apply(params, obs[key], core, first)
+
+    def unroll(params, obs, first, core):
+        return table.unroll(params, obs[key], first, core)
+
+    return Network(table.init, table.initial_state, apply, unroll)
+
+
+def direct_td(n, q_tm1, a_tm1, target_q_t, selector_t, rewards, discounts):
+    """rlax's transformed n-step double Q-learning td over time-major [T, B] inputs."""
+    return jax.vmap(
+        lambda *a: rlax.transformed_n_step_q_learning(*a, n=n, tx_pair=TX), in_axes=1, out_axes=1
+    )(q_tm1, a_tm1, target_q_t, selector_t, rewards, discounts)
+
+
 def random_sequences(rng, length, batch, actions, truncate_at=None):
     q = rng.normal(size=(length, batch, actions)).astype(np.float32)
     final = rng.normal(size=(length, batch, actions)).astype(np.float32)
@@ -75,11 +95,8 @@ def test_loss_matches_direct_rlax_call():
     # Direct: only the 5 + 1 steps after the burn-in; double Q (online selects, target values).
     d = jax.tree.map(lambda x: x[2:], steps)
     q_on, q_tg = d.obs * 1.0, d.obs * 0.5
-    td = jax.vmap(
-        lambda *a: rlax.transformed_n_step_q_learning(*a, n=2, tx_pair=TX),
-        in_axes=1,
-        out_axes=1,
-    )(
+    td = direct_td(
+        2,
         q_on[:-1],
         d.action[:-1],
         q_tg[1:],
@@ -90,6 +107,65 @@ def test_loss_matches_direct_rlax_call():
     expected = jnp.mean(weights * 0.5 * jnp.sum(td**2, axis=0))
     np.testing.assert_allclose(loss, expected, rtol=1e-5)
     np.testing.assert_allclose(priorities, sequence_priorities(td, 0.9), rtol=1e-5)
+
+
+def test_advantage_learning_lowers_each_target_by_the_target_networks_action_gap():
+    # The sequences of test_loss_matches_direct_rlax_call with alpha 0.5: every step's td
+    # falls by 0.5 x (max_b Q'(o_t, b) - Q'(o_t, a_t)), Q'(o) = 0.5 o here (no burn-in, so
+    # the steps are the loss's), and by nothing where a_t is the target's best action. With
+    # action 0 illegal everywhere, each gap is measured to the best legal action instead.
+    cfg = R2D2Config(burn_in_length=0, trace_length=5, bootstrap_n=2, discount=0.9)
+    steps = random_sequences(np.random.default_rng(0), cfg.sequence_length, batch=3, actions=4)
+    online, target = {"w": jnp.float32(1.0)}, {"w": jnp.float32(0.5)}
+    network, weights = table_q_network(), jnp.array([1.0, 0.5, 0.25])
+    td = direct_td(
+        2,
+        steps.obs[:-1],
+        steps.action[:-1],
+        0.5 * steps.obs[1:],
+        jnp.argmax(steps.obs, -1)[1:],
+        steps.reward[:-1],
+        0.9 * (1.0 - steps.terminated[:-1]),
+    )
+    q_target = 0.5 * steps.obs[:-1]
+    taken = np.take_along_axis(np.asarray(q_target), np.asarray(steps.action[:-1])[..., None], -1)
+    gap = np.max(q_target, -1) - taken[..., 0]
+    assert np.sum(gap == 0) > 0 and np.sum(gap > 0) > 0  # both cases occur
+    lowered = td - 0.5 * gap
+    cfg = dataclasses.replace(cfg, advantage_learning=0.5)
+    loss, (priorities, _) = r2d2_loss(online, target, network, steps, (), weights, cfg)
+    np.testing.assert_allclose(loss, jnp.mean(weights * 0.5 * jnp.sum(lowered**2, 0)), rtol=1e-5)
+    np.testing.assert_allclose(priorities, sequence_priorities(lowered, 0.9), rtol=1e-5)
+
+    # Masked: action 0 illegal, so the selector and the gap both look at actions 1-3 only.
+    mask = np.ones(steps.obs.shape, bool)
+    mask[..., 0] = False
+    legal = steps.action != 0
+    steps = steps._replace(action=jnp.where(legal, steps.action, 1))
+    spec = envs.EnvSpec(
+        "masked",
+        {"q": jax.ShapeDtypeStruct((4,), jnp.float32), "mask": jax.ShapeDtypeStruct((4,), bool)},
+        4,
+        action_mask="mask",
+    )
+    masked = steps._replace(
+        obs={"q": steps.obs, "mask": jnp.asarray(mask)},
+        final_obs={"q": steps.final_obs, "mask": jnp.asarray(mask)},
+    )
+    td = direct_td(
+        2,
+        steps.obs[:-1],
+        steps.action[:-1],
+        0.5 * steps.obs[1:],
+        1 + jnp.argmax(steps.obs[..., 1:], -1)[1:],
+        steps.reward[:-1],
+        0.9 * (1.0 - steps.terminated[:-1]),
+    )
+    q_target = 0.5 * steps.obs[:-1]
+    taken = np.take_along_axis(np.asarray(q_target), np.asarray(steps.action[:-1])[..., None], -1)
+    lowered = td - 0.5 * (np.max(q_target[..., 1:], -1) - taken[..., 0])
+    loss, _ = r2d2_loss(online, target, keyed_q_network("q"), masked, (), weights, cfg, spec)
+    np.testing.assert_allclose(loss, jnp.mean(weights * 0.5 * jnp.sum(lowered**2, 0)), rtol=1e-5)
 
 
 def test_truncated_step_bootstraps_from_final_observation():
@@ -106,11 +182,8 @@ def test_truncated_step_bootstraps_from_final_observation():
     boot = TX.apply_inv(0.7 * final[jnp.argmax(final)])
     rewards = d.reward.at[2, 1].add(0.9 * boot)
     discounts = 0.9 * (1.0 - d.terminated) * (1.0 - d.truncated)
-    td = jax.vmap(
-        lambda *a: rlax.transformed_n_step_q_learning(*a, n=3, tx_pair=TX),
-        in_axes=1,
-        out_axes=1,
-    )(
+    td = direct_td(
+        3,
         d.obs[:-1],
         d.action[:-1],
         0.7 * d.obs[1:],
