@@ -225,7 +225,8 @@ def merged(old: dict, new: dict) -> dict:
     """`new`'s cells over `old`'s (measured with the same SETTINGS, which main checks before
     training): the cells `new` did not run are kept, and the commands and dates of both are
     recorded (`earlier`), so the table says which run wrote what; a command run again
-    replaces all of its own cells, and its earlier record."""
+    replaces all of its own cells, and its earlier record. Where every cell names the
+    command that wrote it, a command none of whose cells is left drops out of `earlier`."""
     a, b = old["reference"], new["reference"]
     done = {(c["task"], c["algo"]) for c in new["cells"]}
     cells = [c for c in old["cells"] if (c["task"], c["algo"]) not in done] + new["cells"]
@@ -235,6 +236,9 @@ def merged(old: dict, new: dict) -> dict:
     cells.sort(key=lambda c: (tasks.index(c["task"]), order.index(c["algo"])))
     earlier = [*a.get("earlier", []), {k: a[k] for k in ("command", "date")}]
     earlier = [e for e in earlier if e["command"] != b["command"]]
+    if all("command" in c for c in cells):  # only the commands whose cells are still shown
+        owners = {c["command"] for c in cells}
+        earlier = [e for e in earlier if e["command"] in owners]
     meta = {**b, "tasks": tasks, "published": {t: PUBLISHED[t] for t in tasks}}
     return {"reference": {**meta, "earlier": earlier}, "cells": cells}
 
@@ -260,9 +264,11 @@ def main(argv: list[str] | None = None) -> int:
         for i, (tasks, algos, n) in enumerate(plan(args)):
             suite_doc = run_suite(tasks, algos, n, args, Path(tmp), i)
             all_cells += cells(suite_doc, PUBLISHED, args.tolerance)
+    command = shlex.join(["python", "scripts/reference.py", *argv])
+    all_cells = [{**c, "command": command} for c in all_cells]
     doc = {
         "reference": {
-            "command": shlex.join(["python", "scripts/reference.py", *argv]),
+            "command": command,
             "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "cpu_count": os.cpu_count(),
             "tasks": args.tasks,

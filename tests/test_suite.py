@@ -271,6 +271,20 @@ def test_reference_merge_replaces_only_the_cells_run_and_names_both_commands(tmp
     again = reference.merged(doc, {**new, "reference": {**new["reference"], "date": "2026-12-05"}})
     assert [e["command"] for e in again["reference"]["earlier"]] == ["python scripts/reference.py"]
     assert again["reference"]["date"] == "2026-12-05"  # the same command once, at its last date
+    # Cells that name their command: one whose cells were all re-run drops out of the header.
+    owned = {
+        **doc,
+        "cells": [{**c, "command": "python scripts/reference.py"} for c in doc["cells"]],
+    }
+    rerun = "python scripts/reference.py --merge"
+    over = {"reference": {**new["reference"], "command": rerun,
+                          "tasks": ["CartPole-v1", "Acrobot-v1"]},
+            "cells": [{**c, "command": rerun} for c in old["cells"]]}  # fmt: skip
+    assert reference.merged(owned, over)["reference"]["earlier"] == []
+    partly = {**over, "cells": over["cells"][:3]}  # ppo's Acrobot cell stays the first command's
+    assert [e["command"] for e in reference.merged(owned, partly)["reference"]["earlier"]] == [
+        "python scripts/reference.py"
+    ]
     # A file measured otherwise is refused before anything trains: exit 2, one line, unchanged.
     results = tmp_path / "ref"
     results.with_suffix(".json").write_text(json.dumps(old))
