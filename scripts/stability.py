@@ -92,6 +92,9 @@ CANDIDATES = {
     # Rollouts of 8 steps rather than 16 (twice the updates per env step): FourRooms' greedy
     # evaluation at its reference budget held on 8 seeds (impala_reference_8seeds.md).
     "impala, rollout 8": ("impala", ["--arch.rollout-length", "8", "--arch.seed", "100"]),
+    # R2D2's advantage learning at 0.5: met FourRooms and Acrobot on 8 seeds at their reference
+    # budgets (r2d2_reference_8seeds.md).
+    "r2d2, advantage learning": ("r2d2", ["--algo.advantage-learning", "0.5"]),
     # Faster to 475 with the same stability? The published budget is 150k env steps, and the
     # defaults reach 475 at about 200k (scripts/results/reference_gymnax.md).
     "impala faster, lr": ("impala", [*PLAIN_ADAM, "--sweep", "algo.learning_rate=3e-3,4e-3"]),
