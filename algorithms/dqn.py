@@ -274,10 +274,7 @@ def dqn_loss(
     )  # [B]
     if cfg.advantage_learning is not None:
         # The gap is 0 where the learnt action is the target network's best: only the others fall.
-        mask = legal(obs_0)  # the best among the legal actions
-        best = q_tm1_target if mask is None else jnp.where(mask, q_tm1_target, -jnp.inf)
-        taken = jnp.take_along_axis(q_tm1_target, steps.action[0][:, None], axis=-1)[:, 0]
-        gap = jnp.max(best, axis=-1) - taken
+        gap = policies.action_gap(q_tm1_target, steps.action[0], legal(obs_0))  # [B]
         td = td - cfg.advantage_learning * jax.lax.stop_gradient(gap)
     batch_loss = rlax.huber_loss(td, cfg.huber_loss_parameter)
     loss = jnp.mean(weights * batch_loss)

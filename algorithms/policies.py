@@ -95,6 +95,22 @@ def greedy(values: jax.Array, mask: jax.Array | None = None) -> jax.Array:
     return jnp.argmax(_exclude(values, mask), axis=-1).astype(jnp.int32)
 
 
+def action_gap(values: jax.Array, action: jax.Array, mask: jax.Array | None = None) -> jax.Array:
+    """How far `action` falls below the best legal action: max_b values[b] - values[action].
+
+    Args:
+      values: Q-values [..., A].
+      action: int [...].
+      mask: bool [..., A] (True = legal), or None.
+
+    Returns:
+      [...], 0 where `action` is a best legal one (advantage learning's gap, Bellemare et al.
+      2016).
+    """
+    taken = jnp.take_along_axis(values, action[..., None], axis=-1)[..., 0]
+    return jnp.max(_exclude(values, mask), axis=-1) - taken
+
+
 def _uniform_legal(key: jax.Array, num_actions: int, legal: jax.Array | None) -> jax.Array:
     """A uniform action in [0, num_actions), or among the True entries of `legal` [A]."""
     if legal is None:

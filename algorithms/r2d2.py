@@ -305,9 +305,7 @@ def r2d2_loss(
     if cfg.advantage_learning is not None:
         # The gap is 0 where a_t is the target network's best legal action: only others fall.
         mask = legal(jax.tree.map(lambda o: o[:-1], data.obs))
-        gap_q = target_q[:-1] if mask is None else jnp.where(mask, target_q[:-1], -jnp.inf)
-        taken = jnp.take_along_axis(target_q[:-1], data.action[:-1][..., None], axis=-1)[..., 0]
-        gap = jnp.max(gap_q, axis=-1) - taken  # [T, B]
+        gap = policies.action_gap(target_q[:-1], data.action[:-1], mask)  # [T, B]
         td = td - cfg.advantage_learning * jax.lax.stop_gradient(gap)
     batch_loss = 0.5 * jnp.sum(jnp.square(td), axis=0)  # [B]
     loss = jnp.mean(weights * batch_loss)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from anakin.algorithms.policies import (
     EpsilonDecay,
+    action_gap,
     action_mask,
     epsilon_greedy,
     gaussian_policy,
@@ -77,6 +78,15 @@ def test_greedy_hand_made():
     np.testing.assert_array_equal(greedy(q, mask), [2, 1, 0])  # any legal value beats illegal
     assert greedy(q).dtype == jnp.int32
     np.testing.assert_array_equal(greedy(q, jnp.ones_like(mask)), greedy(q))
+
+
+def test_action_gap_hand_made():
+    # Q [1, 3, 2]: action 0 is 3 - 1 = 2 below the best, action 1 is the best (0). With action
+    # 1 illegal the best legal value is 2, so action 0's gap is 1 and action 2's is 0.
+    q = jnp.array([[1.0, 3.0, 2.0]] * 3)
+    np.testing.assert_allclose(action_gap(q, jnp.array([0, 1, 2])), [2.0, 0.0, 1.0])
+    mask = jnp.array([[True, False, True]] * 3)
+    np.testing.assert_allclose(action_gap(q, jnp.array([0, 2, 2]), mask), [1.0, 0.0, 0.0])
 
 
 def test_sample_categorical_unmasked_is_todays_rule_and_masked_never_illegal():
