@@ -27,29 +27,19 @@ from anakin.types import Layout, Transition
 TX = rlax.SIGNED_HYPERBOLIC_PAIR
 
 
-def table_q_network() -> Network:
-    """Q-values read off the observation (scaled by params["w"]): every Q is hand-chosen."""
+def table_q_network(key: str | None = None) -> Network:
+    """Q-values read off the observation (scaled by params["w"]): every Q is hand-chosen. With
+    `key`, the Q-values are the observation's entry `key` (a dict obs, such as one with a mask)."""
 
-    def apply(params, obs, core, first):
-        return obs * params["w"], core
+    def q(params, obs):
+        return (obs if key is None else obs[key]) * params["w"]
 
-    def unroll(params, obs, first, core):
-        return obs * params["w"], core
-
-    return Network(lambda key: {"w": jnp.float32(1.0)}, lambda n: (), apply, unroll)
-
-
-def keyed_q_network(key: str) -> Network:
-    """table_q_network on the observation's entry `key` (the others, such as a mask, unread)."""
-    table = table_q_network()
-
-    def apply(params, obs, core, first):
-        return table.apply(params, obs[key], core, first)
-
-    def unroll(params, obs, first, core):
-        return table.unroll(params, obs[key], first, core)
-
-    return Network(table.init, table.initial_state, apply, unroll)
+    return Network(
+        lambda k: {"w": jnp.float32(1.0)},
+        lambda n: (),
+        lambda params, obs, core, first: (q(params, obs), core),
+        lambda params, obs, first, core: (q(params, obs), core),
+    )
 
 
 def direct_td(n, q_tm1, a_tm1, target_q_t, selector_t, rewards, discounts):
@@ -164,7 +154,7 @@ def test_advantage_learning_lowers_each_target_by_the_target_networks_action_gap
     q_target = 0.5 * steps.obs[:-1]
     taken = np.take_along_axis(np.asarray(q_target), np.asarray(steps.action[:-1])[..., None], -1)
     lowered = td - 0.5 * (np.max(q_target[..., 1:], -1) - taken[..., 0])
-    loss, _ = r2d2_loss(online, target, keyed_q_network("q"), masked, (), weights, cfg, spec)
+    loss, _ = r2d2_loss(online, target, table_q_network("q"), masked, (), weights, cfg, spec)
     np.testing.assert_allclose(loss, jnp.mean(weights * 0.5 * jnp.sum(lowered**2, 0)), rtol=1e-5)
 
 
