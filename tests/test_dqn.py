@@ -11,27 +11,13 @@ import rlax
 import toy_envs  # noqa: F401  (registers test-Masked)
 from anakin.algorithms import learning
 from anakin.algorithms.dqn import PRESETS, DQNConfig, dqn_loss, make_dqn, n_step_transition
-from anakin.algorithms.networks import Network, NetworkConfig
+from anakin.algorithms.networks import NetworkConfig
+from tables import table_q_network
 
 from anakin import devices as dev
 from anakin import envs, policy, runner
 from anakin.config import EvalConfig, TrainConfig, check_fields
 from anakin.types import Layout, Transition
-
-
-def table_q_network(key: str | None = None) -> Network:
-    """Q-values read off the observation, scaled per action by params["w"] [A]: every Q is
-    hand-chosen. With `key`, the Q-values are the observation's entry `key` (a dict obs)."""
-
-    def q(params, obs):
-        return (obs if key is None else obs[key]) * params["w"]
-
-    return Network(
-        lambda k: {"w": jnp.ones(2)},
-        lambda n: (),
-        lambda params, obs, core, first: (q(params, obs), core),
-        lambda params, obs, first, core: (q(params, obs), core),
-    )
 
 
 def transitions(obs, action, reward, terminated=None, truncated=None, final_obs=None):

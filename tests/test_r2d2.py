@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import rlax
-from anakin.algorithms.networks import Network, NetworkConfig
+from anakin.algorithms.networks import NetworkConfig
 from anakin.algorithms.r2d2 import (
     ACME_EPSILONS,
     PRESETS,
@@ -17,6 +17,7 @@ from anakin.algorithms.r2d2 import (
     r2d2_loss,
     sequence_priorities,
 )
+from tables import table_q_network
 
 from anakin import algorithms, envs, loop, runner
 from anakin import devices as dev
@@ -25,21 +26,6 @@ from anakin.config import ArchConfig, EvalConfig, TrainConfig, check_fields
 from anakin.types import Layout, Transition
 
 TX = rlax.SIGNED_HYPERBOLIC_PAIR
-
-
-def table_q_network(key: str | None = None) -> Network:
-    """Q-values read off the observation (scaled by params["w"]): every Q is hand-chosen. With
-    `key`, the Q-values are the observation's entry `key` (a dict obs, such as one with a mask)."""
-
-    def q(params, obs):
-        return (obs if key is None else obs[key]) * params["w"]
-
-    return Network(
-        lambda k: {"w": jnp.float32(1.0)},
-        lambda n: (),
-        lambda params, obs, core, first: (q(params, obs), core),
-        lambda params, obs, first, core: (q(params, obs), core),
-    )
 
 
 def direct_td(n, q_tm1, a_tm1, target_q_t, selector_t, rewards, discounts):
