@@ -16,6 +16,11 @@ CartPole budget (150k env steps, gymnax's reference table). Read from metrics.js
 - `to 475`: env steps until the call mean first reaches --threshold (475: CartPole's);
 - `worst`: the lowest call mean after --settle; `final eval`: the greedy evaluation at the end.
 
+With --eval-every N the runs are also evaluated greedily each N env steps (evaluation draws its
+own keys, so training is unchanged), and the rows add `greedy below`: the share of those
+evaluations after --settle below --threshold. One final evaluation catches a policy at one
+moment; these say how often a seed's greedy policy is not solved once the task is learned.
+
 Writes scripts/results/stability.{json,md}; the per-run call means are kept in the JSON.
 """
 
@@ -257,6 +262,8 @@ def train(name: str, algo: str, flags: list[str], args: argparse.Namespace, runs
         "--arch.updates-per-call", str(upc), "--quiet", "--checkpoint.no-enabled",
         "--out", str(runs), "--run-name", run_name,
     ]  # fmt: skip
+    if args.eval_every:
+        argv += ["--eval.every-env-steps", str(args.eval_every)]
     t0 = time.monotonic()
     proc = subprocess.run(argv, capture_output=True, text=True)
     wall = time.monotonic() - t0
@@ -273,13 +280,18 @@ def train(name: str, algo: str, flags: list[str], args: argparse.Namespace, runs
     per_run = []
     for i, setting in enumerate(settings):
         means = [(c["env_steps"], c["per_run"][i].get("mean_return")) for c in calls]
-        per_run.append(
-            {
-                "setting": setting,
-                "calls": means,
-                "eval": summary["per_run"][i].get("eval_mean_return"),
-            }
-        )
+        one = {
+            "setting": setting,
+            "calls": means,
+            "eval": summary["per_run"][i].get("eval_mean_return"),
+        }
+        if args.eval_every:  # the evaluations along the way, the final one included
+            one["greedy"] = [
+                (c["env_steps"], c["per_run"][i]["eval_mean_return"])
+                for c in calls
+                if "eval_mean_return" in c["per_run"][i]
+            ]
+        per_run.append(one)
     return {
         "name": name,
         "algo": algo,
@@ -303,6 +315,13 @@ def judge(result: dict, settle: int, threshold: float = 475) -> list[dict]:
             hit = next((s for s, m in r["calls"] if m is not None and m >= threshold), None)
             reach.append(hit)
         reached = [h for h in reach if h is not None]
+        greedy = {}
+        if all("greedy" in r for r in mine):
+            late_greedy = [g for r in mine for s, g in r["greedy"] if s > settle]
+            greedy = {
+                "greedy_below": sum(g < threshold for g in late_greedy) / max(1, len(late_greedy)),
+                "greedy_count": len(late_greedy),
+            }
         rows.append(
             {
                 "name": result["name"],
@@ -314,6 +333,7 @@ def judge(result: dict, settle: int, threshold: float = 475) -> list[dict]:
                 "median_to_threshold": statistics.median(reached) if reached else None,
                 "evals": [r["eval"] for r in mine],
                 "sps": result["sps"],
+                **greedy,
             }
         )
     return rows
@@ -329,6 +349,7 @@ def _fmt(value: float | None) -> str:
 def table(doc: dict) -> list[str]:
     """The markdown table of a result file (`{"stability": ..., "rows": [...], ...}`)."""
     meta, rows = doc["stability"], doc["rows"]
+    greedy = any("greedy_below" in r for r in rows)
     task, threshold = meta.get("env", "CartPole-v1"), f"{meta.get('threshold', 475):g}"
     out = [
         f"Written by `{meta['command']}` ({meta['cpu_count']} CPU cores): {task}, "
@@ -341,21 +362,34 @@ def table(doc: dict) -> list[str]:
         "evaluation at the end; "
         "env steps/s: the whole program's, all of its runs together (rows of one sweep share it; "
         "compare it only between rows measured alike, as it also falls when another job runs "
-        "beside).",
+        "beside)."
+        + (
+            f" `greedy below`: the share of greedy evaluations (every {meta['eval_every']:,} env "
+            f"steps) after the first {meta['settle']:,} below {threshold}, of all the seeds'."
+            if greedy
+            else ""
+        ),
         "",
         f"| command | setting | below half | worst | reached {threshold} | to {threshold} | "
-        "final eval | "
-        "env steps/s |",
-        "|---|---|---:|---:|---:|---:|---|---:|",
+        + ("greedy below | " if greedy else "")
+        + "final eval | env steps/s |",
+        "|---|---|---:|---:|---:|---:|" + ("---:|" if greedy else "") + "---|---:|",
     ]
     for r in rows:
         evals = " ".join(_fmt(e) for e in r["evals"])
         worst = _fmt(r["worst"])
         to = r.get("median_to_threshold", r.get("median_to_475"))  # the key's earlier name
         to = f"{to:,.0f}" if to is not None else "-"
+        below = ""
+        if greedy:
+            below = (
+                f"{r['greedy_below']:.0%} of {r['greedy_count']} | "
+                if "greedy_below" in r
+                else "- | "
+            )
         out.append(
             f"| {r['name']} | {r['setting']} | {r['below_half']:.1%} | {worst} | "
-            f"{r['reached']}/{r['seeds']} | {to} | {evals} | {r['sps']:,.0f} |"
+            f"{r['reached']}/{r['seeds']} | {to} | {below}{evals} | {r['sps']:,.0f} |"
         )
     return out
 
@@ -371,6 +405,7 @@ SHARED = {
     "budget": None,
     "settle": None,
     "per_call": None,
+    "eval_every": 0,
 }
 
 
@@ -397,6 +432,12 @@ def main() -> None:
     parser.add_argument("--settle", type=int, default=500_000)
     parser.add_argument("--num-seeds", type=int, default=4)
     parser.add_argument("--per-call", type=int, default=16_384)
+    parser.add_argument(
+        "--eval-every",
+        type=int,
+        default=0,
+        help="also evaluate greedily each this many env steps (0: only at the end)",
+    )
     parser.add_argument("--results", default="scripts/results/stability")
     parser.add_argument(
         "--exact", action="store_true", help="--only names whole candidates, not parts of them"

@@ -229,7 +229,7 @@ def test_stability_merges_only_runs_judged_alike():
 
     args = argparse.Namespace(
         env="CartPole-v1", threshold=475.0, budget=1_500_000, settle=500_000, per_call=16_384,
-        results="scripts/results/stability",
+        eval_every=0, results="scripts/results/stability",
     )  # fmt: skip
     old = {"budget": 1_500_000, "settle": 500_000, "per_call": 16_384}  # no env, no threshold
     assert stability.merge_refusal(old, args) is None
@@ -252,6 +252,24 @@ def test_stability_judges_against_the_threshold_it_is_given():
     (row,) = stability.judge(result, settle=150, threshold=0.891)
     assert (row["reached"], row["median_to_threshold"]) == (2, 150)
     assert row["below_half"] == 1 / 6 and row["worst"] == -0.01
+    assert "greedy_below" not in row  # no evaluations along the way: no column
+
+
+def test_stability_counts_the_greedy_evaluations_after_settling_below_the_threshold():
+    """With --eval-every, a row says how many of its seeds' greedy evaluations after --settle
+    miss the threshold; evaluations before it do not count."""
+    from scripts import stability
+
+    calls = [(100, 400.0), (200, 480.0), (300, 490.0)]
+    result = {"name": "x", "sps": 1.0, "per_run": [
+        {"setting": "d", "calls": calls, "eval": 207.0, "greedy": [(100, 9.0), (300, 207.0)]},
+        {"setting": "d", "calls": calls, "eval": 500.0, "greedy": [(100, 9.0), (300, 500.0)]},
+    ]}  # fmt: skip
+    (row,) = stability.judge(result, settle=150, threshold=475)
+    assert (row["greedy_below"], row["greedy_count"]) == (0.5, 2)
+    doc = {"stability": {"command": "c", "cpu_count": 2, "budget": 300, "num_seeds": 2,
+                         "settle": 150, "eval_every": 200}, "rows": [row]}  # fmt: skip
+    assert "| 50% of 2 | 207 500 |" in stability.markdown(doc)
 
 
 def test_image_torso_runs_each_variant_only_for_the_algorithms_that_have_its_flags():
