@@ -59,9 +59,11 @@ def random_sequences(rng, length, batch, actions, truncate_at=None):
 
 
 def test_loss_matches_direct_rlax_call():
+    # Plain double Q-learning (the paper's and Acme's): advantage learning is tested below.
     cfg = R2D2Config(
-        burn_in_length=2, trace_length=5, bootstrap_n=2, discount=0.9, max_priority_weight=0.9
-    )
+        burn_in_length=2, trace_length=5, bootstrap_n=2, discount=0.9, max_priority_weight=0.9,
+        advantage_learning=None,
+    )  # fmt: skip
     rng = np.random.default_rng(0)
     steps = random_sequences(rng, cfg.sequence_length, batch=3, actions=4)
     online, target = {"w": jnp.float32(1.0)}, {"w": jnp.float32(0.5)}
@@ -145,7 +147,9 @@ def test_advantage_learning_lowers_each_target_by_the_target_networks_action_gap
 
 
 def test_truncated_step_bootstraps_from_final_observation():
-    cfg = R2D2Config(burn_in_length=0, trace_length=6, bootstrap_n=3, discount=0.9)
+    cfg = R2D2Config(
+        burn_in_length=0, trace_length=6, bootstrap_n=3, discount=0.9, advantage_learning=None
+    )
     rng = np.random.default_rng(1)
     steps = random_sequences(rng, cfg.sequence_length, batch=2, actions=3, truncate_at=2)
     online, target = {"w": jnp.float32(1.0)}, {"w": jnp.float32(0.7)}
@@ -393,6 +397,14 @@ def test_presets_name_their_exploration_and_acme_holds_acmes_defaults():
     )
     for name in ("default", "paper", "tiny"):
         assert (PRESETS[name][0].exploration, PRESETS[name][0].insert_priority) == ("ape_x", "max")
+    # The paper's and Acme's plain double Q-learning at Acme's learning rate; the default
+    # preset's advantage learning and 2e-3 were chosen on vector tasks.
+    for name in ("acme", "paper"):
+        assert (PRESETS[name][0].advantage_learning, PRESETS[name][0].learning_rate) == (None, 1e-3)
+    assert (PRESETS["default"][0].advantage_learning, PRESETS["default"][0].learning_rate) == (
+        0.5,
+        2e-3,
+    )
     paper = PRESETS["paper"][0]
     differ = {
         f.name for f in dataclasses.fields(acme) if getattr(acme, f.name) != getattr(paper, f.name)
@@ -481,7 +493,7 @@ def test_many_truncations_bootstrap_each_with_its_own_core_state():
 
     spec = envs.spec(*envs.make("CartPole-v1"), "CartPole-v1")
     cfg = R2D2Config(
-        burn_in_length=0, trace_length=6, bootstrap_n=2, discount=0.9,
+        burn_in_length=0, trace_length=6, bootstrap_n=2, discount=0.9, advantage_learning=None,
         network=NetworkConfig(hidden_sizes=(8,), lstm_size=8),
     )  # fmt: skip
     network = make_network(cfg.network, spec, QHead(spec.num_actions, False))
