@@ -370,6 +370,14 @@ def main(argv: list[str] | None = None) -> int:
     # A SIGTERM (e.g. from `timeout`) unwinds like Ctrl-C, so the run in progress is ended too.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     args = parse_args(argv)
+    try:  # the statistics' library (the `suite` extra), named in the header: missing, stop now
+        importlib.metadata.version("rliable")
+    except importlib.metadata.PackageNotFoundError:
+        print(
+            "suite.py: error: the suite's statistics need rliable: pip install -e '.[suite]'",
+            file=sys.stderr,
+        )
+        return 2
     columns = [*args.algos, *([BASELINE] if args.baseline == "purejaxrl" else [])]
     head = header(args, argv, columns)
     base = merge_base(args, head) if args.merge else None

@@ -757,3 +757,24 @@ def test_merged_keeps_the_runs_not_rerun_and_scores_them_against_the_new_task_re
     assert got["runs"][2]["seeds"][0]["score"] == pytest.approx(0.5)
     assert got["suite"]["columns"] == ["x", "y"] and got["suite"]["command"] == "b"
     assert [e["command"] for e in got["suite"]["earlier"]] == ["a"]
+
+
+def test_suite_without_rliable_stops_in_one_line_before_anything_runs(
+    tmp_path, monkeypatch, capsys
+):
+    # Installed without the `suite` extra, the suite once stopped with importlib's traceback.
+    real = suite.importlib.metadata.version
+
+    def version(name):
+        if name == "rliable":
+            raise suite.importlib.metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(suite.importlib.metadata, "version", version)
+    results = tmp_path / "out"
+    assert suite.main(["--tasks", "Catch-bsuite", "--results", str(results)]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == [
+        "suite.py: error: the suite's statistics need rliable: pip install -e '.[suite]'"
+    ]
+    assert not list(tmp_path.iterdir())
