@@ -122,6 +122,10 @@ def plan(args: argparse.Namespace) -> list[tuple[list[str], list[str], int]]:
     return groups
 
 
+class SuiteStopped(Exception):
+    """scripts/suite.py ended with a non-zero exit status (its message is on stderr)."""
+
+
 def run_suite(tasks: list[str], algos: list[str], n: int, args, tmp: Path, i: int) -> dict:
     prefix = tmp / f"suite{i}"
     runs = Path(args.runs) / f"group{i}"
@@ -133,7 +137,9 @@ def run_suite(tasks: list[str], algos: list[str], n: int, args, tmp: Path, i: in
         *(["--reuse"] if args.reuse else []),
         *(["--run-timeout", str(args.run_timeout)] if args.run_timeout is not None else []),
     ]  # fmt: skip
-    subprocess.run(argv, check=True)
+    code = subprocess.run(argv).returncode
+    if code != 0:  # suite.py has said why on stderr
+        raise SuiteStopped(code)
     return json.loads(prefix.with_suffix(".json").read_text())
 
 
@@ -262,7 +268,16 @@ def main(argv: list[str] | None = None) -> int:
     all_cells = []
     with tempfile.TemporaryDirectory() as tmp:
         for i, (tasks, algos, n) in enumerate(plan(args)):
-            suite_doc = run_suite(tasks, algos, n, args, Path(tmp), i)
+            try:
+                suite_doc = run_suite(tasks, algos, n, args, Path(tmp), i)
+            except SuiteStopped as e:  # nothing written: the finished runs stay for --reuse
+                print(
+                    f"reference.py: error: scripts/suite.py stopped with exit status {e.args[0]} "
+                    f"(its message is above); {args.results}.json is unchanged and finished "
+                    f"runs stay in {args.runs} for --reuse",
+                    file=sys.stderr,
+                )
+                return 1
             all_cells += cells(suite_doc, PUBLISHED, args.tolerance)
     command = shlex.join(["python", "scripts/reference.py", *argv])
     all_cells = [{**c, "command": command} for c in all_cells]

@@ -697,7 +697,11 @@ def test_reference_refuses_a_run_timeout_that_is_no_time_and_passes_a_good_one_o
     )
     assert not list(tmp_path.iterdir())  # nothing written
     seen = []
-    monkeypatch.setattr(reference.subprocess, "run", lambda argv, check: seen.append(argv))
+    monkeypatch.setattr(
+        reference.subprocess,
+        "run",
+        lambda argv: seen.append(argv) or subprocess.CompletedProcess(argv, 0),
+    )
     args = reference.parse_args(["--tasks", "CartPole-v1", "--run-timeout", "90"])
     with pytest.raises(FileNotFoundError):  # the suite did not run: no results to read
         reference.run_suite(["CartPole-v1"], ["ppo"], 256, args, tmp_path, 0)
@@ -778,3 +782,23 @@ def test_suite_without_rliable_stops_in_one_line_before_anything_runs(
         "suite.py: error: the suite's statistics need rliable: pip install -e '.[suite]'"
     ]
     assert not list(tmp_path.iterdir())
+
+
+def test_reference_stops_in_one_line_when_the_suite_fails_and_keeps_its_results(
+    tmp_path, monkeypatch, capsys
+):
+    # A suite that stopped (here: exit status 2, as without rliable) once surfaced as
+    # CalledProcessError's traceback.
+    results = tmp_path / "ref"
+    results.with_suffix(".json").write_text("kept")
+    monkeypatch.setattr(
+        reference.subprocess, "run", lambda argv: subprocess.CompletedProcess(argv, 2)
+    )
+    argv = ["--tasks", "CartPole-v1", "--algos", "ppo", "--results", str(results), "--runs", "r"]
+    assert reference.main(argv) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"reference.py: error: scripts/suite.py stopped with exit status 2 (its message is above); "
+        f"{results}.json is unchanged and finished runs stay in r for --reuse"
+    ]
+    assert results.with_suffix(".json").read_text() == "kept"
