@@ -494,6 +494,10 @@ def one_line(report: str) -> str:
     if bad:
         flag, as_int, _, value = bad.groups()
         text = f"{flag} {value!r} must be {'an integer' if as_int else 'a number'}"
+    optional = _BAD_OPTIONAL.match(text)
+    if optional:
+        flag, kind, value = optional.groups()
+        text = f"{flag} {value!r} must be {'an integer' if kind == 'INT' else 'a number'} or None"
     pairs = _BAD_PAIRS.match(text)
     if pairs:
         flag = {v: k for k, v in FLAG_ALIASES.items()}.get(pairs.group(1), pairs.group(1))
@@ -504,6 +508,10 @@ def one_line(report: str) -> str:
     return text
 
 
+_BAD_OPTIONAL = re.compile(
+    r"Error parsing (\S+): no type matching \{None\}\|(FLOAT|INT) could be instantiated from "
+    r"\['(.*)'\]\.?$"
+)
 _BAD_PAIRS = re.compile(r"Error parsing (\S+): Failed to parse key-value pairs")
 _BAD_NUMBER = re.compile(
     r"Error parsing (\S+): (?:invalid literal for (int)\(\) with base 10|could not convert "

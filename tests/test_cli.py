@@ -117,6 +117,10 @@ def test_listing_commands(capsys):
             "invalid choice 'greedy' for argument '--eval.policy'. Expected one of "
             "('evaluation', 'training')",
         ),
+        (
+            ["train", "r2d2", "--algo.advantage-learning", "none"],
+            "--algo.advantage-learning 'none' must be a number or None",
+        ),
         (["frobnicate"], "unknown command 'frobnicate'"),
     ],
 )
