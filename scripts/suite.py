@@ -114,7 +114,7 @@ try:
     from scripts import suite_ppo, suite_rollout, suite_run, suite_tasks
     from scripts import suite_report as report
     from scripts.suite_ppo import BASELINE
-except ImportError as e:  # rliable (the `suite` extra) is the one dependency beyond anakin's
+except ImportError as e:  # anakin not installed here (rliable, imported lazily, is checked in main)
     sys.exit(f"suite.py: {e} (pip install -e '.[suite]')")
 
 
