@@ -77,6 +77,11 @@ class DQNConfig:
         Acme's R2D2 baseline and Dopamine evaluate: on the same trained runs it scored as
         greedy evaluation did, while 0.05 cost return on Catch, MountainCar and CartPole
         (scripts/results/eval_epsilon.md; docs/algorithms.md).
+      evaluation_average: when set, the evaluation policy acts with a running average of the
+        online parameters, moved this fraction of the way to them after every SGD step (an
+        exponential moving average over about 1 / this SGD steps), rather than with the online
+        parameters themselves. Training acts and learns as without it. None (default): the
+        online parameters.
       dueling: a dueling Q head.
       advantage_learning: when set, Bellemare et al.'s (2016) advantage learning with this
         alpha: the target is lowered by alpha times the target network's action gap at the
@@ -108,6 +113,7 @@ class DQNConfig:
     epsilon: float = sweepable(0.05)
     epsilon_decay_steps: int = 20_000
     evaluation_epsilon: float = sweepable(0.001)
+    evaluation_average: float | None = sweepable(None)
     dueling: bool = False
     advantage_learning: float | None = sweepable(None)
     network: NetworkConfig = NetworkConfig(hidden_sizes=(64, 64))
@@ -174,6 +180,14 @@ class DQNState(struct.PyTreeNode):
     opt_state: optax.OptState
     replay: replay_lib.SequenceReplay
     sgd_steps: jax.Array  # int32 [], SGD steps taken
+
+
+class AveragedDQNState(DQNState):
+    """With `evaluation_average` set: also the running average of the online parameters that
+    the evaluation policy acts with. (Without it the state is DQNState, as checkpoints written
+    before the option hold it.)"""
+
+    average_params: Params
 
 
 def n_step_transition(r_t: jax.Array, discount_t: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -308,13 +322,16 @@ def make_dqn(cfg: DQNConfig, spec: EnvSpec, layout: Layout) -> Algorithm:
     def init(key: jax.Array) -> DQNState:
         params = network.init(key)
         step = replay_lib.empty_step(spec)
-        return DQNState(
+        state = DQNState(
             params=params,
             target_params=params,
             opt_state=optimizer.init(params),
             replay=replay_lib.init(replay_layout, step, (), cfg.priority_exponent),
             sgd_steps=jnp.int32(0),
         )
+        if cfg.evaluation_average is None:
+            return state
+        return AveragedDQNState(**vars(state), average_params=params)
 
     def init_actor(key: jax.Array, num_envs: int) -> jax.Array:
         # The actor state is each environment's step count for the epsilon decay (int32 [B]).
@@ -322,7 +339,9 @@ def make_dqn(cfg: DQNConfig, spec: EnvSpec, layout: Layout) -> Algorithm:
         return decay.initial_steps(num_envs)
 
     def act(state: DQNState, steps: jax.Array, obs, first, keys, evaluate: bool = False):
-        q, _ = network.apply(state.params, obs, (), first)
+        averaged = evaluate and cfg.evaluation_average is not None
+        params = state.average_params if averaged else state.params
+        q, _ = network.apply(params, obs, (), first)
         if evaluate:
             epsilon = jnp.full(q.shape[:1], cfg.evaluation_epsilon, jnp.float32)
         else:
@@ -348,6 +367,7 @@ def make_dqn(cfg: DQNConfig, spec: EnvSpec, layout: Layout) -> Algorithm:
                 loss_spec,
             ),
             optimizer=optimizer,
+            average_step=cfg.evaluation_average,
         )
 
     def update(state: DQNState, traj: Transition, key: jax.Array):

@@ -254,13 +254,16 @@ def prioritised_q_step(
     loss_fn: Callable[..., tuple[jax.Array, tuple[jax.Array, dict[str, jax.Array]]]],
     loss_args: Callable[[Any, jax.Array], tuple],
     optimizer: optax.GradientTransformation,
+    average_step: float | jax.Array | None = None,
 ) -> tuple[S, dict[str, jax.Array]]:
     """One SGD step of a Q-learner with prioritised replay and a periodic target (DQN, R2D2).
 
     Samples `batch_size` items of this device's replay, weighs them by importance, takes an SGD
     step on `loss_fn(params, *loss_args(sample, weights)) -> (loss, (priorities, metrics))`,
     copies the online parameters to `target_params` every `target_update_period` SGD steps
-    and writes the new priorities back. The state has `params`, `target_params`, `opt_state`,
+    and writes the new priorities back. With `average_step` set, `average_params` (the
+    parameters the evaluation policy acts with) then move that fraction of the way to the new
+    online parameters. The state has `params`, `target_params`, `average_params`, `opt_state`,
     `replay` and `sgd_steps`.
     """
     sample = replay_lib.sample(state.replay, replay_layout, key, batch_size)
@@ -273,6 +276,9 @@ def prioritised_q_step(
     )
     replay = replay_lib.update_priorities(state.replay, replay_layout, sample, priorities)
     state = state.replace(target_params=target_params, replay=replay)
+    if average_step is not None:
+        average = optax.incremental_update(state.params, state.average_params, average_step)
+        state = state.replace(average_params=average)
     return state, {**metrics, "grad_norm": grad_norm}
 
 

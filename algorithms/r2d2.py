@@ -88,6 +88,11 @@ class R2D2Config:
         Acme's R2D2 baseline and Dopamine evaluate: on the same trained runs it scored as
         greedy evaluation did, while 0.05 cost return on Catch, MountainCar and CartPole
         (scripts/results/eval_epsilon.md; docs/algorithms.md).
+      evaluation_average: when set, the evaluation policy acts with a running average of the
+        online parameters, moved this fraction of the way to them after every SGD step (an
+        exponential moving average over about 1 / this SGD steps), rather than with the online
+        parameters themselves. Training acts and learns as without it. None (default): the
+        online parameters.
       dueling: a dueling Q head.
       advantage_learning: when set, Bellemare et al.'s (2016) advantage learning with this
         alpha, as DQN's: each step's target is lowered by alpha times the target network's
@@ -129,6 +134,7 @@ class R2D2Config:
     epsilon_alpha: float = sweepable(7.0)
     epsilon_decay_steps: int = 20_000
     evaluation_epsilon: float = sweepable(0.001)
+    evaluation_average: float | None = sweepable(None)
     dueling: bool = False
     advantage_learning: float | None = sweepable(0.5)
     network: NetworkConfig = NetworkConfig(hidden_sizes=(64,), lstm_size=64)
@@ -193,6 +199,14 @@ class R2D2State(struct.PyTreeNode):
     opt_state: optax.OptState
     replay: replay_lib.SequenceReplay
     sgd_steps: jax.Array  # int32 [], SGD steps taken
+
+
+class AveragedR2D2State(R2D2State):
+    """With `evaluation_average` set: also the running average of the online parameters that
+    the evaluation policy acts with. (Without it the state is R2D2State, as checkpoints written
+    before the option hold it.)"""
+
+    average_params: Params
 
 
 # Acme's R2D2 actor draws each episode's epsilon from these (np.logspace(1, 3, 256, base=0.1),
@@ -347,13 +361,16 @@ def make_r2d2(cfg: R2D2Config, spec: EnvSpec, layout: Layout) -> Algorithm:
         params = network.init(key)
         step = replay_lib.empty_step(spec)
         core = jax.tree.map(lambda c: c[0], network.initial_state(1))
-        return R2D2State(
+        state = R2D2State(
             params=params,
             target_params=params,
             opt_state=optimizer.init(params),
             replay=replay_lib.init(replay_layout, step, core, cfg.priority_exponent),
             sgd_steps=jnp.int32(0),
         )
+        if cfg.evaluation_average is None:
+            return state
+        return AveragedR2D2State(**vars(state), average_params=params)
 
     def init_actor(key: jax.Array, num_envs: int) -> R2D2Actor:
         if cfg.exploration == "acme":
@@ -374,7 +391,9 @@ def make_r2d2(cfg: R2D2Config, spec: EnvSpec, layout: Layout) -> Algorithm:
             actor = actor.replace(
                 epsilon=jnp.where(first, draw_epsilons(epsilon_keys), actor.epsilon)
             )
-        q, core = network.apply(state.params, obs, actor.core, first)
+        averaged = evaluate and cfg.evaluation_average is not None
+        params = state.average_params if averaged else state.params
+        q, core = network.apply(params, obs, actor.core, first)
         if evaluate:
             epsilon, steps = jnp.full_like(actor.epsilon, cfg.evaluation_epsilon), actor.steps
         else:
@@ -401,6 +420,7 @@ def make_r2d2(cfg: R2D2Config, spec: EnvSpec, layout: Layout) -> Algorithm:
                 loss_spec,
             ),
             optimizer=optimizer,
+            average_step=cfg.evaluation_average,
         )
 
     def update(state: R2D2State, traj: Transition, key: jax.Array):
@@ -567,7 +587,7 @@ ACCELERATOR = {
 IMAGES = {"algo.samples_per_insert": 1.0}
 
 # The accelerator layout on images, on top of IMAGES: a learning rate of 4e-3 with plain double
-# Q-learning, as it was measured (advantage learning was not measured there). Its batches of 128
+# Q-learning, the setting its learning rates were measured with. Its batches of 128
 # sequences take a quarter of the CPU layout's SGD steps per env step, and at the CPU layout's
 # 1e-3 it learnt MinAtar far slower (3M env steps, 4 seeds: Breakout 10.2 and SpaceInvaders 20.6
 # against the CPU layout's 21.5 and 67.7, IQM 0.19 against 0.73); at 2e-3 12.3 and 73.9 (0.46), at

@@ -434,6 +434,7 @@ FIELDS: dict[str, Range | Count] = {
     "importance_sampling_exponent": _UNIT,
     "max_priority_weight": _UNIT,
     "tau": Range(0.0, 1.0, low_open=True),
+    "evaluation_average": Range(0.0, 1.0, low_open=True),
     "priority_exponent": _NONNEGATIVE,
     "epsilon_alpha": _NONNEGATIVE,
     "entropy_cost": _NONNEGATIVE,

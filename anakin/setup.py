@@ -187,7 +187,9 @@ def setup(algo_name: str, cfg: TrainConfig) -> Setup:
     for note in entry.notices(cfg.algo, layout):
         print(f"[anakin] note: {note}", file=sys.stderr, flush=True)
     steps_per_call = entry.samples_per_update(cfg.algo, layout) * cfg.arch.updates_per_call
-    algorithm = build({})
+    # Built with the first run's swept values, not the preset's: a swept field that is None
+    # by default ("not set") is set in every run, and the state's shapes may follow that.
+    algorithm = build(runs.of(0) if runs else {})
     evaluate = None
     if cfg.eval.episodes:
         evaluate = episodes_lib.make_evaluator(

@@ -121,6 +121,10 @@ def test_listing_commands(capsys):
             ["train", "r2d2", "--algo.advantage-learning", "none"],
             "--algo.advantage-learning 'none' must be a number or None",
         ),
+        (
+            ["train", "dqn", "--algo.evaluation-average", "0"],
+            "algo.evaluation_average=0.0 must lie in (0, 1]",
+        ),
         (["frobnicate"], "unknown command 'frobnicate'"),
     ],
 )

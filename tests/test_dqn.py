@@ -303,6 +303,56 @@ def test_target_network_changes_exactly_every_period_and_params_agree(prepared):
     assert not np.array_equal(obs[0], obs[1])
 
 
+def test_evaluation_average_follows_the_online_parameters_and_leaves_training_alone(tmp_path):
+    # Batches of 16: one SGD step per update (32 transitions at 0.5 samples per insert), so each
+    # call moves the average once, by the step, toward the parameters that call ends with.
+    base = tiny_train_config(tmp_path, eval=EvalConfig(episodes=0))
+    base = dataclasses.replace(base, algo=dataclasses.replace(base.algo, batch_size=16))
+    averaged = dataclasses.replace(
+        base, algo=dataclasses.replace(base.algo, evaluation_average=0.25)
+    )
+    plain_program = runner.setup("dqn", base).program
+    program = runner.setup("dqn", averaged).program
+    plain, state = plain_program.init(0), program.init(0)
+    assert not hasattr(plain.learner, "average_params")  # the state checkpoints held before
+    average = dev.unreplicate(state.learner.average_params)
+    assert _equal(average, dev.unreplicate(state.learner.params))
+    steps = []
+    for _ in range(6):
+        plain, _ = plain_program.train(plain)
+        state, _ = program.train(state)
+        learner = dev.unreplicate(state.learner)
+        assert _equal(learner.params, dev.unreplicate(plain.learner.params))
+        if int(learner.sgd_steps) > (steps[-1] if steps else 0):
+            average = jax.tree.map(lambda a, p: 0.75 * a + 0.25 * p, average, learner.params)
+        jax.tree.map(
+            lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7),
+            learner.average_params,
+            average,
+        )
+        steps.append(int(learner.sgd_steps))
+    assert steps[-1] >= 3 and not _equal(average, dev.unreplicate(state.learner.params))
+    assert dev.max_divergence(dev.to_host(state.learner.average_params)) == 0.0
+
+
+def test_evaluation_policy_acts_with_the_average_and_training_with_the_online_parameters():
+    layout = Layout(num_envs=8, num_devices=1, rollout_length=4)
+    cfg = dataclasses.replace(
+        PRESETS["tiny"][0], evaluation_average=0.5, evaluation_epsilon=0.0, epsilon=0.0
+    )
+    algo = make_dqn(cfg, CARTPOLE_SPEC, layout)
+    state = algo.init(jax.random.PRNGKey(0))
+    # An average of zeros ties every action, so the evaluation policy takes the first.
+    state = state.replace(average_params=jax.tree.map(jnp.zeros_like, state.params))
+    obs = jax.random.normal(jax.random.PRNGKey(1), (64, 4))
+    first, keys = jnp.zeros(64, bool), jax.random.split(jax.random.PRNGKey(2), 64)
+    actor = algo.init_actor(jax.random.PRNGKey(3), 64)
+    greedy, _, _ = algo.act(state, actor, obs, first, keys, evaluate=True)
+    training, _, _ = algo.act(state, actor, obs, first, keys)
+    assert np.all(np.asarray(greedy) == 0)
+    assert np.any(np.asarray(training) != 0)
+
+
 # Names the runner gives its own numbers: an algorithm's metrics must not take them.
 RESERVED = set(
     "call env_steps updates wall_time sps episodes mean_return mean_length finite checkpoint "
