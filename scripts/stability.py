@@ -170,6 +170,11 @@ CANDIDATES = {
         ["--arch.layout", "accelerator", "--sweep", "algo.adam_eps=1e-5,1e-4"],
     ),
     "dqn": ("dqn", []),
+    # The evaluation policy acting with a running average of the online parameters, beside the
+    # online parameters themselves (a step of 1) on the same training runs: training is the
+    # same either way, so only the greedy evaluations differ (run with --eval-every).
+    "r2d2, evaluation average": ("r2d2", ["--sweep", "algo.evaluation_average=1,0.001"]),
+    "dqn, evaluation average": ("dqn", ["--sweep", "algo.evaluation_average=1,0.001"]),
     # Sooner to 475 than the published 150k budget? (the defaults: the "dqn" row)
     "dqn lr": ("dqn", ["--sweep", "algo.learning_rate=2e-3,3e-3"]),
     # Adam's epsilon: Rainbow's 1.5e-4 and Dopamine's 3.125e-4 (0.01 / 32) against Acme's 1e-8.
