@@ -157,11 +157,14 @@ def setup(algo_name: str, cfg: TrainConfig) -> Setup:
                 raise DeviceFitError(e.field, message) from None
             raise ValueError(message) from None
     pbt = pbt_settings(algo_name, entry, cfg, layout, num_runs, sweeps)
-    check_memory(
-        make_build(entry, cfg, spec, layout), cfg, spec, env, env_params, devices, num_runs, data
-    )
     runs = make_runs(cfg, entry.config_cls)
     build = make_build(entry, cfg, spec, layout)
+    # Shapes come from the first run's swept values, not the preset's: a swept field that is
+    # None by default ("not set") is set in every run, and the state's shapes may follow that.
+    first_run = runs.of(0) if runs else {}
+    check_memory(
+        lambda hp: build({**first_run, **hp}), cfg, spec, env, env_params, devices, num_runs, data
+    )
     if entry.offline:
         program = offline.make_offline_program(
             build,
@@ -187,9 +190,7 @@ def setup(algo_name: str, cfg: TrainConfig) -> Setup:
     for note in entry.notices(cfg.algo, layout):
         print(f"[anakin] note: {note}", file=sys.stderr, flush=True)
     steps_per_call = entry.samples_per_update(cfg.algo, layout) * cfg.arch.updates_per_call
-    # Built with the first run's swept values, not the preset's: a swept field that is None
-    # by default ("not set") is set in every run, and the state's shapes may follow that.
-    algorithm = build(runs.of(0) if runs else {})
+    algorithm = build(first_run)
     evaluate = None
     if cfg.eval.episodes:
         evaluate = episodes_lib.make_evaluator(

@@ -6,7 +6,7 @@ import json
 import jax
 import numpy as np
 import pytest
-from anakin.algorithms import bc, impala, r2d2
+from anakin.algorithms import bc, dqn, impala, r2d2
 
 from anakin import runner
 from anakin.config import CheckpointConfig, EvalConfig, TrainConfig, parse_sweeps
@@ -191,3 +191,22 @@ def test_eval_epsilon_script_plays_each_policy_on_the_same_trained_run(tmp_path)
     text = out_md.read_text()
     assert "`python scripts/eval_epsilon.py " in text
     assert text.count("| impala | CartPole-v1 |") == 3
+
+
+def test_a_swept_field_unset_by_default_is_set_in_every_run_and_shapes_the_state(tmp_path):
+    # DQN's evaluation average is None by default (no average kept); swept, every run keeps one.
+    cfg = tiny(dqn, sweep=("algo.evaluation_average=1,0.5",), out=str(tmp_path), run_name="avg")
+    result = runner.train("dqn", cfg)
+    assert [p["algo.evaluation_average"] for p in result.summary["per_run"]] == [1.0, 0.5]
+    assert [p["seed"] for p in result.summary["per_run"]] == [0, 0]
+    learner = result.state.learner
+    assert int(np.asarray(learner.sgd_steps)[0, 0]) > 0
+    # The same seed trains alike whatever its evaluation uses; a step of 1 is the online
+    # parameters themselves, a step of 0.5 lags behind them.
+    assert_close(params_of_run(result.state, 0), params_of_run(result.state, 1))
+    average = [
+        jax.tree.map(lambda x, r=r: np.asarray(x)[0, r], learner.average_params) for r in (0, 1)
+    ]
+    assert_close(average[0], params_of_run(result.state, 0))
+    assert not np.allclose(jax.tree.leaves(average[1])[0], jax.tree.leaves(average[0])[0])
+    assert all(run["eval_mean_return"] > 0 for run in result.summary["per_run"])
