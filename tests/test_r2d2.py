@@ -243,26 +243,6 @@ def test_target_network_changes_exactly_every_period_and_params_agree():
     assert not np.array_equal(obs[0], obs[1])
 
 
-def test_evaluation_policy_acts_with_the_average_and_training_with_the_online_parameters():
-    env, env_params = envs.make("CartPole-v1")
-    spec = envs.spec(env, env_params)
-    cfg = dataclasses.replace(PRESETS["tiny"][0], evaluation_average=0.5, evaluation_epsilon=0.0)
-    algo = algorithms.get("r2d2").make(cfg, spec, Layout(64, 1, 4))
-    state = algo.init(jax.random.PRNGKey(0))
-    assert int(state.sgd_steps) == 0 and jax.tree.structure(state.average_params) == (
-        jax.tree.structure(state.params)
-    )
-    # An average of zeros ties every action, so the evaluation policy takes the first.
-    state = state.replace(average_params=jax.tree.map(jnp.zeros_like, state.params))
-    obs = jax.random.normal(jax.random.PRNGKey(1), (64, 4))
-    first, keys = jnp.ones(64, bool), jax.random.split(jax.random.PRNGKey(2), 64)
-    actor = algo.init_actor(jax.random.PRNGKey(3), 64)
-    greedy, _, _ = algo.act(state, actor, obs, first, keys, evaluate=True)
-    training, _, _ = algo.act(state, actor, obs, first, keys)
-    assert np.all(np.asarray(greedy) == 0)
-    assert np.any(np.asarray(training) != 0)
-
-
 def test_epsilons_follow_the_global_environment_index():
     _, program4 = tiny_program(4)
     _, program1 = tiny_program(1)
