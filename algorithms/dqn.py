@@ -22,10 +22,8 @@ import dataclasses
 import math
 from typing import Literal
 
-import flax.struct as struct
 import jax
 import jax.numpy as jnp
-import optax
 import rlax
 from anakin.algorithms import learning, policies
 from anakin.algorithms import replay as replay_lib
@@ -174,22 +172,6 @@ class DQNConfig:
         learning.check_discrete("DQN", spec)
 
 
-class DQNState(struct.PyTreeNode):
-    params: Params
-    target_params: Params
-    opt_state: optax.OptState
-    replay: replay_lib.SequenceReplay
-    sgd_steps: jax.Array  # int32 [], SGD steps taken
-
-
-class AveragedDQNState(DQNState):
-    """With `evaluation_average` set: also the running average of the online parameters that
-    the evaluation policy acts with. (Without it the state is DQNState, as checkpoints written
-    before the option hold it.)"""
-
-    average_params: Params
-
-
 def n_step_transition(r_t: jax.Array, discount_t: jax.Array) -> tuple[jax.Array, jax.Array]:
     """Folds n steps into one transition: the discounted reward sum and the discount product.
 
@@ -319,29 +301,23 @@ def make_dqn(cfg: DQNConfig, spec: EnvSpec, layout: Layout) -> Algorithm:
     sgd_steps = cfg.sgd_steps_per_update(layout)
     decay = policies.EpsilonDecay(cfg.epsilon_decay_steps, layout.num_envs)
 
-    def init(key: jax.Array) -> DQNState:
+    def init(key: jax.Array) -> learning.QState:
         params = network.init(key)
         step = replay_lib.empty_step(spec)
-        state = DQNState(
-            params=params,
-            target_params=params,
-            opt_state=optimizer.init(params),
-            replay=replay_lib.init(replay_layout, step, (), cfg.priority_exponent),
-            sgd_steps=jnp.int32(0),
+        return learning.init_q_state(
+            params,
+            optimizer.init(params),
+            replay_lib.init(replay_layout, step, (), cfg.priority_exponent),
+            averaged=cfg.evaluation_average is not None,
         )
-        if cfg.evaluation_average is None:
-            return state
-        return AveragedDQNState(**vars(state), average_params=params)
 
     def init_actor(key: jax.Array, num_envs: int) -> jax.Array:
         # The actor state is each environment's step count for the epsilon decay (int32 [B]).
         del key
         return decay.initial_steps(num_envs)
 
-    def act(state: DQNState, steps: jax.Array, obs, first, keys, evaluate: bool = False):
-        averaged = evaluate and cfg.evaluation_average is not None
-        params = state.average_params if averaged else state.params
-        q, _ = network.apply(params, obs, (), first)
+    def act(state: learning.QState, steps: jax.Array, obs, first, keys, evaluate: bool = False):
+        q, _ = network.apply(learning.acting_params(state, evaluate), obs, (), first)
         if evaluate:
             epsilon = jnp.full(q.shape[:1], cfg.evaluation_epsilon, jnp.float32)
         else:
@@ -349,7 +325,7 @@ def make_dqn(cfg: DQNConfig, spec: EnvSpec, layout: Layout) -> Algorithm:
         action = policies.epsilon_greedy(q, epsilon, keys, policies.action_mask(spec, obs))
         return action, steps, {}
 
-    def sgd_step(state: DQNState, key: jax.Array):
+    def sgd_step(state: learning.QState, key: jax.Array):
         return learning.prioritised_q_step(
             state,
             key,
@@ -370,7 +346,7 @@ def make_dqn(cfg: DQNConfig, spec: EnvSpec, layout: Layout) -> Algorithm:
             average_step=cfg.evaluation_average,
         )
 
-    def update(state: DQNState, traj: Transition, key: jax.Array):
+    def update(state: learning.QState, traj: Transition, key: jax.Array):
         return learning.insert_and_learn(
             state,
             traj,

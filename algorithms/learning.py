@@ -243,8 +243,39 @@ def insert_and_learn(
     return state, metrics
 
 
+class QState(struct.PyTreeNode):
+    """A Q-learner's state (DQN, R2D2): online and target networks, optimiser, replay."""
+
+    params: Any
+    target_params: Any
+    opt_state: optax.OptState
+    replay: replay_lib.SequenceReplay
+    sgd_steps: jax.Array  # int32 [], SGD steps taken
+
+
+class AveragedQState(QState):
+    """A QState that also keeps a running average of the online parameters, which the
+    evaluation policy acts with (`evaluation_average`). Without that option the state is a
+    plain QState, as checkpoints written before the option hold it."""
+
+    average_params: Any
+
+
+def init_q_state(params: Any, opt_state: Any, replay: Any, averaged: bool) -> QState:
+    """The state before any SGD step: the target and any average equal to the online
+    parameters."""
+    state = QState(params, params, opt_state, replay, jnp.int32(0))
+    return AveragedQState(**vars(state), average_params=params) if averaged else state
+
+
+def acting_params(state: QState, evaluate: bool) -> Any:
+    """The parameters a Q-learner acts with: the average, where it keeps one, when evaluating;
+    the online parameters otherwise."""
+    return state.average_params if evaluate and isinstance(state, AveragedQState) else state.params
+
+
 def prioritised_q_step(
-    state: S,
+    state: QState,
     key: jax.Array,
     *,
     replay_layout: Any,
@@ -255,16 +286,14 @@ def prioritised_q_step(
     loss_args: Callable[[Any, jax.Array], tuple],
     optimizer: optax.GradientTransformation,
     average_step: float | jax.Array | None = None,
-) -> tuple[S, dict[str, jax.Array]]:
+) -> tuple[QState, dict[str, jax.Array]]:
     """One SGD step of a Q-learner with prioritised replay and a periodic target (DQN, R2D2).
 
     Samples `batch_size` items of this device's replay, weighs them by importance, takes an SGD
     step on `loss_fn(params, *loss_args(sample, weights)) -> (loss, (priorities, metrics))`,
     copies the online parameters to `target_params` every `target_update_period` SGD steps
-    and writes the new priorities back. With `average_step` set, `average_params` (the
-    parameters the evaluation policy acts with) then move that fraction of the way to the new
-    online parameters. The state has `params`, `target_params`, `average_params`, `opt_state`,
-    `replay` and `sgd_steps`.
+    and writes the new priorities back. An AveragedQState's average then moves `average_step`
+    of the way to the new online parameters.
     """
     sample = replay_lib.sample(state.replay, replay_layout, key, batch_size)
     weights = replay_lib.importance_weights(sample, importance_sampling_exponent)
@@ -276,7 +305,7 @@ def prioritised_q_step(
     )
     replay = replay_lib.update_priorities(state.replay, replay_layout, sample, priorities)
     state = state.replace(target_params=target_params, replay=replay)
-    if average_step is not None:
+    if isinstance(state, AveragedQState):
         average = optax.incremental_update(state.params, state.average_params, average_step)
         state = state.replace(average_params=average)
     return state, {**metrics, "grad_norm": grad_norm}

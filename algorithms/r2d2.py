@@ -28,7 +28,6 @@ import flax.struct as struct
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 import rlax
 from anakin.algorithms import learning, policies
 from anakin.algorithms import replay as replay_lib
@@ -193,22 +192,6 @@ class R2D2Config:
         learning.check_discrete("R2D2", spec)
 
 
-class R2D2State(struct.PyTreeNode):
-    params: Params
-    target_params: Params
-    opt_state: optax.OptState
-    replay: replay_lib.SequenceReplay
-    sgd_steps: jax.Array  # int32 [], SGD steps taken
-
-
-class AveragedR2D2State(R2D2State):
-    """With `evaluation_average` set: also the running average of the online parameters that
-    the evaluation policy acts with. (Without it the state is R2D2State, as checkpoints written
-    before the option hold it.)"""
-
-    average_params: Params
-
-
 # Acme's R2D2 actor draws each episode's epsilon from these (np.logspace(1, 3, 256, base=0.1),
 # the same values in the other order).
 ACME_EPSILONS = np.logspace(-3, -1, 256)
@@ -357,20 +340,16 @@ def make_r2d2(cfg: R2D2Config, spec: EnvSpec, layout: Layout) -> Algorithm:
     sgd_steps = cfg.sgd_steps_per_update(layout)
     decay = policies.EpsilonDecay(cfg.epsilon_decay_steps, layout.num_envs)
 
-    def init(key: jax.Array) -> R2D2State:
+    def init(key: jax.Array) -> learning.QState:
         params = network.init(key)
         step = replay_lib.empty_step(spec)
         core = jax.tree.map(lambda c: c[0], network.initial_state(1))
-        state = R2D2State(
-            params=params,
-            target_params=params,
-            opt_state=optimizer.init(params),
-            replay=replay_lib.init(replay_layout, step, core, cfg.priority_exponent),
-            sgd_steps=jnp.int32(0),
+        return learning.init_q_state(
+            params,
+            optimizer.init(params),
+            replay_lib.init(replay_layout, step, core, cfg.priority_exponent),
+            averaged=cfg.evaluation_average is not None,
         )
-        if cfg.evaluation_average is None:
-            return state
-        return AveragedR2D2State(**vars(state), average_params=params)
 
     def init_actor(key: jax.Array, num_envs: int) -> R2D2Actor:
         if cfg.exploration == "acme":
@@ -384,16 +363,14 @@ def make_r2d2(cfg: R2D2Config, spec: EnvSpec, layout: Layout) -> Algorithm:
             steps=decay.initial_steps(num_envs),
         )
 
-    def act(state: R2D2State, actor: R2D2Actor, obs, first, keys, evaluate: bool = False):
+    def act(state: learning.QState, actor: R2D2Actor, obs, first, keys, evaluate: bool = False):
         if cfg.exploration == "acme":
             # Each environment's key gives its episode's epsilon and this step's action.
             epsilon_keys, keys = jnp.moveaxis(jax.vmap(jax.random.split)(keys), 1, 0)
             actor = actor.replace(
                 epsilon=jnp.where(first, draw_epsilons(epsilon_keys), actor.epsilon)
             )
-        averaged = evaluate and cfg.evaluation_average is not None
-        params = state.average_params if averaged else state.params
-        q, core = network.apply(params, obs, actor.core, first)
+        q, core = network.apply(learning.acting_params(state, evaluate), obs, actor.core, first)
         if evaluate:
             epsilon, steps = jnp.full_like(actor.epsilon, cfg.evaluation_epsilon), actor.steps
         else:
@@ -401,7 +378,7 @@ def make_r2d2(cfg: R2D2Config, spec: EnvSpec, layout: Layout) -> Algorithm:
         action = policies.epsilon_greedy(q, epsilon, keys, policies.action_mask(spec, obs))
         return action, actor.replace(core=core, steps=steps), {"core": actor.core}
 
-    def sgd_step(state: R2D2State, key: jax.Array):
+    def sgd_step(state: learning.QState, key: jax.Array):
         return learning.prioritised_q_step(
             state,
             key,
@@ -423,7 +400,7 @@ def make_r2d2(cfg: R2D2Config, spec: EnvSpec, layout: Layout) -> Algorithm:
             average_step=cfg.evaluation_average,
         )
 
-    def update(state: R2D2State, traj: Transition, key: jax.Array):
+    def update(state: learning.QState, traj: Transition, key: jax.Array):
         return learning.insert_and_learn(
             state,
             traj,
