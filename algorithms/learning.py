@@ -1,6 +1,7 @@
 """Learning steps every algorithm shares, written once: optimiser, SGD step, per-device keys,
-the truncation bootstrap, the replay warm-up, a device-count-independent shuffle and the
-running observation statistics (PPO's and IMPALA's observation normalisation).
+the truncation bootstrap, the replay warm-up, the Q-learners' state and prioritised SGD step
+(DQN's and R2D2's), a device-count-independent shuffle and the running observation statistics
+(PPO's and IMPALA's observation normalisation).
 
 All of them run inside the compiled Anakin program (`anakin.devices.pmap`); gradients are
 averaged over devices here, so an algorithm never spells an axis name.
