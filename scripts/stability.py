@@ -175,6 +175,11 @@ CANDIDATES = {
     # same either way, so only the greedy evaluations differ (run with --eval-every).
     "r2d2, evaluation average": ("r2d2", ["--sweep", "algo.evaluation_average=1,0.001"]),
     "dqn, evaluation average": ("dqn", ["--sweep", "algo.evaluation_average=1,0.001"]),
+    # Other steps, on the same seeds (their training is the rows' above).
+    "r2d2, evaluation average, other steps": (
+        "r2d2",
+        ["--sweep", "algo.evaluation_average=0.01,0.0001"],
+    ),
     # Sooner to 475 than the published 150k budget? (the defaults: the "dqn" row)
     "dqn lr": ("dqn", ["--sweep", "algo.learning_rate=2e-3,3e-3"]),
     # Adam's epsilon: Rainbow's 1.5e-4 and Dopamine's 3.125e-4 (0.01 / 32) against Acme's 1e-8.
