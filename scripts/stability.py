@@ -175,6 +175,10 @@ CANDIDATES = {
     # same either way, so only the greedy evaluations differ (run with --eval-every).
     "r2d2, evaluation average": ("r2d2", ["--sweep", "algo.evaluation_average=1,0.001"]),
     "dqn, evaluation average": ("dqn", ["--sweep", "algo.evaluation_average=1,0.001"]),
+    "dqn, evaluation average, more seeds": (
+        "dqn",
+        ["--arch.seed", "100", "--sweep", "algo.evaluation_average=1,0.001"],
+    ),
     # Other steps, on the same seeds (their training is the rows' above).
     "r2d2, evaluation average, other steps": (
         "r2d2",
