@@ -307,7 +307,9 @@ def test_evaluation_average_follows_the_online_parameters_and_leaves_training_al
     # Batches of 16: one SGD step per update (32 transitions at 0.5 samples per insert), so each
     # call moves the average once, by the step, toward the parameters that call ends with.
     base = tiny_train_config(tmp_path, eval=EvalConfig(episodes=0))
-    base = dataclasses.replace(base, algo=dataclasses.replace(base.algo, batch_size=16))
+    base = dataclasses.replace(
+        base, algo=dataclasses.replace(base.algo, batch_size=16, evaluation_average=None)
+    )
     averaged = dataclasses.replace(
         base, algo=dataclasses.replace(base.algo, evaluation_average=0.25)
     )
@@ -501,6 +503,10 @@ def test_presets_evaluation_epsilons():
     assert PRESETS["default"][0].evaluation_epsilon == 0.001
     acme = PRESETS["acme"][0]
     assert acme.evaluation_epsilon == acme.epsilon == 0.05
+    # The default evaluates with a running average of the parameters
+    # (scripts/results/stability_eval_average.md); Acme's with the online parameters.
+    assert PRESETS["default"][0].evaluation_average == 0.001
+    assert acme.evaluation_average is None
 
 
 @pytest.mark.slow

@@ -359,6 +359,21 @@ def test_replay_learners_accelerator_layouts_take_their_own_image_setting(
     assert (small.arch.layout, getattr(small.algo, field)) == ("cpu", cpu)
 
 
+def test_dqn_evaluates_with_its_average_where_it_was_measured_only():
+    """DQN's evaluation average (0.001): the CPU layout on vectors, where it was measured; the
+    accelerator layout and images keep the online parameters, and a value you set is kept."""
+
+    def average(*flags):
+        return launch.resolve("dqn", flags=list(flags)).cfg.algo.evaluation_average
+
+    assert average("--env", "CartPole-v1") == 0.001
+    assert average("--env", "CartPole-v1", "--arch.layout", "accelerator") is None
+    assert average("--env", "Breakout-MinAtar") is None
+    assert average("--env", "Breakout-MinAtar", "--arch.layout", "accelerator") is None
+    mine = ("--algo.evaluation-average", "0.01", "--arch.layout", "accelerator")
+    assert average("--env", "Breakout-MinAtar", *mine) == 0.01
+
+
 @pytest.mark.parametrize(
     ("algo", "on_vectors", "batches", "on_images"),
     [("dqn", 8, (128, 512), (2.0, 2.0)), ("r2d2", 4, (32, 128), (1.0, 1.0))],

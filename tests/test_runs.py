@@ -6,7 +6,7 @@ import json
 import jax
 import numpy as np
 import pytest
-from anakin.algorithms import bc, dqn, impala, r2d2
+from anakin.algorithms import bc, impala, r2d2
 
 from anakin import runner
 from anakin.config import CheckpointConfig, EvalConfig, TrainConfig, parse_sweeps
@@ -194,9 +194,10 @@ def test_eval_epsilon_script_plays_each_policy_on_the_same_trained_run(tmp_path)
 
 
 def test_a_swept_field_unset_by_default_is_set_in_every_run_and_shapes_the_state(tmp_path):
-    # DQN's evaluation average is None by default (no average kept); swept, every run keeps one.
-    cfg = tiny(dqn, sweep=("algo.evaluation_average=1,0.5",), out=str(tmp_path), run_name="avg")
-    result = runner.train("dqn", cfg)
+    # R2D2's evaluation average is None by default (no average kept); swept, every run keeps one.
+    cfg = tiny(r2d2, sweep=("algo.evaluation_average=1,0.5",), out=str(tmp_path), run_name="avg")
+    assert cfg.algo.evaluation_average is None
+    result = runner.train("r2d2", cfg)
     assert [p["algo.evaluation_average"] for p in result.summary["per_run"]] == [1.0, 0.5]
     assert [p["seed"] for p in result.summary["per_run"]] == [0, 0]
     learner = result.state.learner
