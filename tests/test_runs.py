@@ -193,10 +193,10 @@ def test_eval_epsilon_script_plays_each_policy_on_the_same_trained_run(tmp_path)
     assert text.count("| impala | CartPole-v1 |") == 3
 
 
-def test_a_swept_field_unset_by_default_is_set_in_every_run_and_shapes_the_state(tmp_path):
-    # R2D2's evaluation average is None by default (no average kept); swept, every run keeps one.
+def test_a_swept_field_unset_in_the_config_is_set_in_every_run_and_shapes_the_state(tmp_path):
+    # An evaluation average of None keeps no average; swept, every run keeps one.
     cfg = tiny(r2d2, sweep=("algo.evaluation_average=1,0.5",), out=str(tmp_path), run_name="avg")
-    assert cfg.algo.evaluation_average is None
+    cfg = dataclasses.replace(cfg, algo=dataclasses.replace(cfg.algo, evaluation_average=None))
     result = runner.train("r2d2", cfg)
     assert [p["algo.evaluation_average"] for p in result.summary["per_run"]] == [1.0, 0.5]
     assert [p["seed"] for p in result.summary["per_run"]] == [0, 0]
