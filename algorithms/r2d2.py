@@ -91,7 +91,11 @@ class R2D2Config:
         online parameters, moved this fraction of the way to them after every SGD step (an
         exponential moving average over about 1 / this SGD steps), rather than with the online
         parameters themselves. Training acts and learns as without it. None (default): the
-        online parameters.
+        online parameters. DQN's default evaluates with one (0.001); for R2D2 0.004 ties on
+        the 14-task suite and meets FourRooms' reference row, and CartPole's dips over 1.5M
+        env steps were 2 of 64 evaluations against 3, too few to choose it yet
+        (scripts/results/stability_eval_average.md, r2d2_average_reference.md,
+        sweep_r2d2_average.md; docs/algorithms.md).
       dueling: a dueling Q head.
       advantage_learning: when set, Bellemare et al.'s (2016) advantage learning with this
         alpha, as DQN's: each step's target is lowered by alpha times the target network's
