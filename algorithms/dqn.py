@@ -7,8 +7,10 @@ action and the target network values it; the TD error of each n-step transition 
 Huber loss, weighted by prioritised-replay importance weights, and becomes the transition's new
 priority (|td|). The target network is copied every `target_update_period` SGD steps and the
 agent acts epsilon-greedily with a fixed epsilon. Where we differ from Acme: rewards are clipped
-per step and only when asked (Acme clips the summed n-step reward, always), and a time limit
-inside the n steps bootstraps from the observation it cut off instead of ending the return.
+per step and only when asked (Acme clips the summed n-step reward, always), a time limit
+inside the n steps bootstraps from the observation it cut off instead of ending the return, and
+the default preset's evaluation policy acts with a running average of the online parameters
+(`evaluation_average`; Acme's acts with the online ones, as the `acme` preset does).
 
 A transition is `algorithms.replay`'s sequence of n + 1 steps, one starting at every step of
 an environment's stream (no core state): step 0's action is learnt, steps 0..n-1 give the

@@ -306,7 +306,7 @@ def prioritised_q_step(
     )
     replay = replay_lib.update_priorities(state.replay, replay_layout, sample, priorities)
     state = state.replace(target_params=target_params, replay=replay)
-    if isinstance(state, AveragedQState):
+    if isinstance(state, AveragedQState):  # init_q_state made it so: average_step is set
         average = optax.incremental_update(state.params, state.average_params, average_step)
         state = state.replace(average_params=average)
     return state, {**metrics, "grad_norm": grad_norm}
