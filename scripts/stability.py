@@ -187,6 +187,10 @@ CANDIDATES = {
     # 0.004: about DQN's 16,000 env steps at R2D2's quarter of DQN's SGD steps per env step;
     # it met FourRooms' reference row (r2d2_average_reference.md).
     "r2d2, evaluation average 0.004": ("r2d2", ["--sweep", "algo.evaluation_average=1,0.004"]),
+    "r2d2, evaluation average 0.004, more seeds": (
+        "r2d2",
+        ["--arch.seed", "100", "--sweep", "algo.evaluation_average=1,0.004"],
+    ),
     # Sooner to 475 than the published 150k budget? (the defaults: the "dqn" row)
     "dqn lr": ("dqn", ["--sweep", "algo.learning_rate=2e-3,3e-3"]),
     # Adam's epsilon: Rainbow's 1.5e-4 and Dopamine's 3.125e-4 (0.01 / 32) against Acme's 1e-8.
