@@ -206,6 +206,18 @@ CANDIDATES = {
             *("--sweep", "algo.evaluation_average=1,0.004"),
         ],
     ),
+    # A longer average there: 0.001 spans about 64,000 env steps of the accelerator layout.
+    "dqn accelerator, evaluation average 0.001": (
+        "dqn",
+        ["--arch.layout", "accelerator", "--sweep", "algo.evaluation_average=0.001"],
+    ),
+    "dqn accelerator, evaluation average 0.001, more seeds": (
+        "dqn",
+        [
+            *("--arch.layout", "accelerator", "--arch.seed", "100"),
+            *("--sweep", "algo.evaluation_average=0.001"),
+        ],
+    ),
     # Sooner to 475 than the published 150k budget? (the defaults: the "dqn" row)
     "dqn lr": ("dqn", ["--sweep", "algo.learning_rate=2e-3,3e-3"]),
     # Adam's epsilon: Rainbow's 1.5e-4 and Dopamine's 3.125e-4 (0.01 / 32) against Acme's 1e-8.
