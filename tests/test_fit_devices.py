@@ -359,14 +359,16 @@ def test_replay_learners_accelerator_layouts_take_their_own_image_setting(
     assert (small.arch.layout, getattr(small.algo, field)) == ("cpu", cpu)
 
 
-def test_dqn_evaluates_with_its_average_where_it_was_measured_only():
-    """DQN's evaluation average (0.001): the CPU layout on vectors, where it was measured; the
-    accelerator layout and images keep the online parameters, and a value you set is kept."""
+@pytest.mark.parametrize(("algo", "step"), [("dqn", 0.001), ("r2d2", 0.004)])
+def test_replay_learners_evaluate_with_their_average_where_it_was_measured_only(algo, step):
+    """The evaluation average (DQN 0.001, R2D2 0.004): the CPU layout on vectors, where it was
+    measured; the accelerator layout and images keep the online parameters, and a value you
+    set is kept."""
 
     def average(*flags):
-        return launch.resolve("dqn", flags=list(flags)).cfg.algo.evaluation_average
+        return launch.resolve(algo, flags=list(flags)).cfg.algo.evaluation_average
 
-    assert average("--env", "CartPole-v1") == 0.001
+    assert average("--env", "CartPole-v1") == step
     assert average("--env", "CartPole-v1", "--arch.layout", "accelerator") is None
     assert average("--env", "Breakout-MinAtar") is None
     assert average("--env", "Breakout-MinAtar", "--arch.layout", "accelerator") is None

@@ -405,6 +405,10 @@ def test_presets_name_their_exploration_and_acme_holds_acmes_defaults():
         0.5,
         2e-3,
     )
+    # The default evaluates with a running average of its parameters
+    # (scripts/results/stability_eval_average.md); the paper's and Acme's with the online ones.
+    assert PRESETS["default"][0].evaluation_average == 0.004
+    assert PRESETS["acme"][0].evaluation_average is PRESETS["paper"][0].evaluation_average is None
     paper = PRESETS["paper"][0]
     differ = {
         f.name for f in dataclasses.fields(acme) if getattr(acme, f.name) != getattr(paper, f.name)
