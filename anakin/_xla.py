@@ -9,6 +9,7 @@ programs, so this flag is a second line of defence.
 
 import math
 import os
+import platform
 import sys
 import warnings
 
@@ -72,3 +73,27 @@ def prepare_host() -> None:
     if path and path != "0":
         jax.config.update("jax_compilation_cache_dir", path)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
+
+
+def host_cpu() -> str:
+    """The host CPU's model and its widest x86 vector extension, e.g. "AMD EPYC (avx2)".
+
+    XLA compiles CPU programs for the features of the CPU it runs on, so two hosts that differ
+    here run the same program at different speeds, and can round its arithmetic differently:
+    result files record it beside their wall times."""
+    model, flags = "", set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and not model:
+                    model = value.strip()
+                elif key.strip() == "flags" and not flags:
+                    flags = set(value.split())
+                if model and flags:
+                    break
+    except OSError:
+        pass
+    model = model or platform.processor() or platform.machine() or "unknown CPU"
+    widest = next((f for f in ("avx512f", "avx2", "avx", "sse4_2") if f in flags), None)
+    return f"{model} ({widest})" if widest else model

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 import jax
 
 import anakin
-from anakin import algorithms, envs, logger, loop, offline, population
+from anakin import _xla, algorithms, envs, logger, loop, offline, population
 from anakin import dataset as dataset_lib
 from anakin import devices as dev
 from anakin import episodes as episodes_lib
@@ -615,5 +615,6 @@ def describe_run(s: Setup) -> dict[str, Any]:
             "jax": jax.__version__,
             "anakin": anakin.__version__,
             "python": platform.python_version(),
+            "host_cpu": _xla.host_cpu(),
         },
     }

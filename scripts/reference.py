@@ -71,6 +71,17 @@ DISCRETE_ALGOS = ("impala", "ppo", "dqn", "r2d2")
 CONTINUOUS_ALGOS = ("ppo", "sac")
 
 
+def _host_cpu() -> str:
+    from anakin import _xla
+
+    return _xla.host_cpu()
+
+
+def _host(meta: dict) -> str:
+    """The header's note of the host CPU, where the file recorded one (the last command's)."""
+    return f", the last command's on {meta['cpu']}" if meta.get("cpu") else ""
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--tasks", nargs="+", default=None, choices=list(PUBLISHED), metavar="TASK")
@@ -192,7 +203,8 @@ def table(doc: dict) -> list[str]:
     more_text = "".join(f", {t}: {n:,}" for t, n in more.items())
     lines = [
         f"Written by {written}`{meta['command']}` on {meta['date'][:10]}{redone} "
-        f"({meta['cpu_count']} CPU cores): every algorithm's defaults, {meta['num_seeds']} "
+        f"({meta['cpu_count']} CPU cores{_host(meta)}): every algorithm's defaults, "
+        f"{meta['num_seeds']} "
         "seeds in one program per cell, final greedy evaluation of "
         f"{meta['eval_episodes']} episodes per seed{more_text}; the mean "
         "over seeds with a 95% bootstrap interval, `ok` where it meets the published return "
@@ -286,6 +298,7 @@ def main(argv: list[str] | None = None) -> int:
             "command": command,
             "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "cpu_count": os.cpu_count(),
+            "cpu": _host_cpu(),
             "tasks": args.tasks,
             "published": {t: PUBLISHED[t] for t in args.tasks},
             "num_seeds": args.num_seeds,

@@ -46,6 +46,17 @@ PLAIN_ADAM = ("--algo.no-adam-keep-max", *NO_CLIP)
 BEFORE = [*PLAIN_ADAM, "--algo.num-sgd-steps-per-step", "8", "--algo.adam-b2", "0.99"]
 
 
+def _host_cpu() -> str:
+    from anakin import _xla
+
+    return _xla.host_cpu()
+
+
+def _host(meta: dict) -> str:
+    """The header's note of the host CPU, where the file recorded one (the last command's)."""
+    return f", the last command's on {meta['cpu']}" if meta.get("cpu") else ""
+
+
 def _minibatches(n: int, *rest: str) -> list[str]:
     return [*PLAIN_ADAM, "--algo.num-sgd-steps-per-step", str(n), *rest]
 
@@ -400,7 +411,7 @@ def table(doc: dict) -> list[str]:
     greedy = any("greedy_below" in r for r in rows)
     task, threshold = meta.get("env", "CartPole-v1"), f"{meta.get('threshold', 475):g}"
     out = [
-        f"Written by `{meta['command']}` ({meta['cpu_count']} CPU cores): {task}, "
+        f"Written by `{meta['command']}` ({meta['cpu_count']} CPU cores{_host(meta)}): {task}, "
         f"{meta['budget']:,} env steps per run, {meta['num_seeds']} seeds. Each command trains "
         "the algorithm's default preset with the flags shown, its seeds (and any sweep) in one "
         f"program. `below half`: the share of per-seed call means after the first "
@@ -539,6 +550,7 @@ def main() -> None:
     meta = {
         **{k: v for k, v in vars(args).items() if k not in ("results", "only", "exact", "merge")},
         "cpu_count": os.cpu_count(),
+        "cpu": _host_cpu(),
         "command": command,
     }
     doc = {"stability": meta, "rows": rows, "runs": results}

@@ -256,14 +256,17 @@ def machine_info() -> dict[str, Any]:
     import jax
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    from anakin import _xla
+
     info = {
         "platform": platform.platform(),
         "machine": platform.machine(),
+        "cpu": _xla.host_cpu(),
         "cpu_cores": cores,
         "python": platform.python_version(),
         "jax": jax.__version__,
     }
-    info["summary"] = f"{cores}-core {info['machine']} CPU, JAX {jax.__version__}"
+    info["summary"] = f"{cores}-core {info['machine']} CPU ({info['cpu']}), JAX {jax.__version__}"
     return info
 
 

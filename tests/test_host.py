@@ -55,3 +55,27 @@ def test_the_compile_cache_is_written_and_can_be_turned_off(tmp_path):
     off = tmp_path / "off"
     run(code, ANAKIN_COMPILE_CACHE="0", XDG_CACHE_HOME=str(off))
     assert not off.exists()
+
+
+def test_the_host_cpu_names_its_model_and_widest_vector_extension(tmp_path, monkeypatch):
+    """Result files and each run's config.json record the CPU that XLA compiled for."""
+    import builtins
+
+    from anakin import _xla
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(
+        "processor\t: 0\nmodel name\t: Some CPU 9000\nflags\t\t: fpu sse4_2 avx avx2 fma\n"
+        "processor\t: 1\nmodel name\t: Some CPU 9000\nflags\t\t: fpu sse4_2 avx avx2 fma\n"
+    )
+    real_open = builtins.open
+    monkeypatch.setattr(
+        builtins,
+        "open",
+        lambda f, *a, **k: real_open(cpuinfo if f == "/proc/cpuinfo" else f, *a, **k),
+    )
+    assert _xla.host_cpu() == "Some CPU 9000 (avx2)"
+    cpuinfo.write_text("model name\t: Other\nflags\t\t: avx512f avx2\n")
+    assert _xla.host_cpu() == "Other (avx512f)"
+    cpuinfo.write_text("")
+    assert _xla.host_cpu()  # no /proc/cpuinfo lines: the platform's name, never empty
