@@ -255,9 +255,9 @@ def machine_info() -> dict[str, Any]:
     """This host; the devices the runs trained on are added from the first run's config.json."""
     import jax
 
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     from anakin import _xla
 
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     info = {
         "platform": platform.platform(),
         "machine": platform.machine(),
