@@ -4,6 +4,7 @@ anything compiles; and the description of a run that config.json records."""
 from __future__ import annotations
 
 import dataclasses
+import importlib.metadata
 import itertools
 import math
 import platform
@@ -616,5 +617,19 @@ def describe_run(s: Setup) -> dict[str, Any]:
             "anakin": anakin.__version__,
             "python": platform.python_version(),
             "host_cpu": _xla.host_cpu(),
+            # What else decides the arithmetic: the same seeds can train differently under
+            # other versions of these.
+            "packages": _versions(("jaxlib", "flax", "optax", "rlax", "numpy")),
         },
     }
+
+
+def _versions(names: tuple[str, ...]) -> dict[str, str | None]:
+    """Installed versions of `names` (None where one is not installed)."""
+    out: dict[str, str | None] = {}
+    for name in names:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = None
+    return out

@@ -44,6 +44,7 @@ def test_train_tiny_end_to_end_writes_a_run_directory(tmp_path):
     assert config["config"]["algo"]["learning_rate"] == 0.001  # the flag reached the config
     assert config["derived"]["num_devices"] == 4
     assert config["platform"]["host_cpu"] == _xla.host_cpu()  # what XLA compiled for
+    assert config["platform"]["packages"]["flax"] and config["platform"]["packages"]["jaxlib"]
     records = logger.read_metrics(run_dir)
     # tiny: 8 envs x 4 steps x 2 updates = 64 env steps per call; 192 steps = 3 calls.
     assert [r["env_steps"] for r in records] == [64, 128, 192]
