@@ -158,14 +158,16 @@ def setup(algo_name: str, cfg: TrainConfig) -> Setup:
                 raise DeviceFitError(e.field, message) from None
             raise ValueError(message) from None
     pbt = pbt_settings(algo_name, entry, cfg, layout, num_runs, sweeps)
-    runs = make_runs(cfg, entry.config_cls)
     build = make_build(entry, cfg, spec, layout)
     # Shapes come from the first run's swept values, not the preset's: a swept field that is
     # None by default ("not set") is set in every run, and the state's shapes may follow that.
-    first_run = runs.of(0) if runs else {}
+    # They are read off the sweeps (runs vary the seed fastest, then the last sweep), so the
+    # memory check refuses a hundred million runs before they are listed.
+    first_run = {k: values[0] for k, values in sweeps.items()}
     check_memory(
         lambda hp: build({**first_run, **hp}), cfg, spec, env, env_params, devices, num_runs, data
     )
+    runs = make_runs(cfg, entry.config_cls)
     if entry.offline:
         program = offline.make_offline_program(
             build,

@@ -29,6 +29,9 @@ def refused(tmp_path, capsys, *argv) -> str:
     return lines[0]
 
 
+# Refused from one run's shapes before the runs are listed: a second here, where listing a
+# hundred million runs first took about 100 s.
+@pytest.mark.timeout(30)
 def test_a_hundred_million_seeds_are_refused_from_one_runs_shapes(tmp_path, capsys, one_gib):
     line = refused(tmp_path, capsys, "impala", "--preset", "tiny", "--num-seeds", "100000000")
     assert "over 100,000,000 runs" in line and "lower num_seeds" in line
