@@ -75,15 +75,16 @@ def prepare_host() -> None:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
 
 
-def host_cpu() -> str:
-    """The host CPU's model and its widest x86 vector extension, e.g. "AMD EPYC (avx2)".
+def host_cpu(cpuinfo: str = "/proc/cpuinfo") -> str:
+    """The host CPU's model and its widest x86 vector extension, e.g. "AMD EPYC (avx2)", read
+    from `cpuinfo` (Linux's; elsewhere the platform's processor name).
 
     XLA compiles CPU programs for the features of the CPU it runs on, so two hosts that differ
     here run the same program at different speeds, and can round its arithmetic differently:
     result files record it beside their wall times."""
     model, flags = "", set()
     try:
-        with open("/proc/cpuinfo") as f:
+        with open(cpuinfo) as f:
             for line in f:
                 key, _, value = line.partition(":")
                 if key.strip() == "model name" and not model:

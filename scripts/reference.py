@@ -39,6 +39,8 @@ import numpy as np
 if __name__ == "__main__" and not __package__:  # run as a file: import its siblings as `scripts`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from scripts import suite_run  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 
 # task: (published return, published budget in env steps); source in the module docstring.
@@ -69,17 +71,6 @@ EVAL_EPISODES = {"UmbrellaChain-bsuite": 65_536}
 CONTINUOUS = ("Pendulum-v1", "MountainCarContinuous-v0")
 DISCRETE_ALGOS = ("impala", "ppo", "dqn", "r2d2")
 CONTINUOUS_ALGOS = ("ppo", "sac")
-
-
-def _host_cpu() -> str:
-    from anakin import _xla
-
-    return _xla.host_cpu()
-
-
-def _host(meta: dict) -> str:
-    """The header's note of the host CPU, where the file recorded one (the last command's)."""
-    return f", the last command's on {meta['cpu']}" if meta.get("cpu") else ""
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -203,7 +194,7 @@ def table(doc: dict) -> list[str]:
     more_text = "".join(f", {t}: {n:,}" for t, n in more.items())
     lines = [
         f"Written by {written}`{meta['command']}` on {meta['date'][:10]}{redone} "
-        f"({meta['cpu_count']} CPU cores{_host(meta)}): every algorithm's defaults, "
+        f"({meta['cpu_count']} CPU cores{suite_run.host_note(meta)}): every algorithm's defaults, "
         f"{meta['num_seeds']} "
         "seeds in one program per cell, final greedy evaluation of "
         f"{meta['eval_episodes']} episodes per seed{more_text}; the mean "
@@ -267,6 +258,8 @@ def markdown(doc: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from anakin._xla import host_cpu
+
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
     old = None
@@ -298,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
             "command": command,
             "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "cpu_count": os.cpu_count(),
-            "cpu": _host_cpu(),
+            "cpu": host_cpu(),
             "tasks": args.tasks,
             "published": {t: PUBLISHED[t] for t in args.tasks},
             "num_seeds": args.num_seeds,

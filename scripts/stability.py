@@ -37,6 +37,11 @@ import tempfile
 import time
 from pathlib import Path
 
+if __name__ == "__main__" and not __package__:  # run as a file: import its siblings as `scripts`
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from scripts import suite_run  # noqa: E402
+
 # IMPALA's defaults before this sweep: 8 minibatches per rollout, Acme's Adam b2 of 0.99.
 # IMPALA's candidates measured before its CPU layout took AMSGrad and the update clip name
 # what they ran with, so that they re-run as measured: plain Adam without the clip, or (the
@@ -44,17 +49,6 @@ from pathlib import Path
 NO_CLIP = ("--algo.update-rms-clip", "inf")
 PLAIN_ADAM = ("--algo.no-adam-keep-max", *NO_CLIP)
 BEFORE = [*PLAIN_ADAM, "--algo.num-sgd-steps-per-step", "8", "--algo.adam-b2", "0.99"]
-
-
-def _host_cpu() -> str:
-    from anakin import _xla
-
-    return _xla.host_cpu()
-
-
-def _host(meta: dict) -> str:
-    """The header's note of the host CPU, where the file recorded one (the last command's)."""
-    return f", the last command's on {meta['cpu']}" if meta.get("cpu") else ""
 
 
 def _minibatches(n: int, *rest: str) -> list[str]:
@@ -410,8 +404,9 @@ def table(doc: dict) -> list[str]:
     meta, rows = doc["stability"], doc["rows"]
     greedy = any("greedy_below" in r for r in rows)
     task, threshold = meta.get("env", "CartPole-v1"), f"{meta.get('threshold', 475):g}"
+    host = suite_run.host_note(meta)
     out = [
-        f"Written by `{meta['command']}` ({meta['cpu_count']} CPU cores{_host(meta)}): {task}, "
+        f"Written by `{meta['command']}` ({meta['cpu_count']} CPU cores{host}): {task}, "
         f"{meta['budget']:,} env steps per run, {meta['num_seeds']} seeds. Each command trains "
         "the algorithm's default preset with the flags shown, its seeds (and any sweep) in one "
         f"program. `below half`: the share of per-seed call means after the first "
@@ -483,6 +478,8 @@ def merge_refusal(before: dict, args: argparse.Namespace) -> str | None:
 
 
 def main() -> None:
+    from anakin._xla import host_cpu
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", default=[])
     parser.add_argument("--env", default="CartPole-v1")
@@ -550,7 +547,7 @@ def main() -> None:
     meta = {
         **{k: v for k, v in vars(args).items() if k not in ("results", "only", "exact", "merge")},
         "cpu_count": os.cpu_count(),
-        "cpu": _host_cpu(),
+        "cpu": host_cpu(),
         "command": command,
     }
     doc = {"stability": meta, "rows": rows, "runs": results}

@@ -270,6 +270,12 @@ def machine_info() -> dict[str, Any]:
     return info
 
 
+def host_note(meta: dict[str, Any]) -> str:
+    """The header's note of the host CPU, where a result file recorded one (`meta["cpu"]`, the
+    last command's: a merged file's older cells may have run on another host)."""
+    return f", the last command's on {meta['cpu']}" if meta.get("cpu") else ""
+
+
 def note_run_devices(machine: dict[str, Any], result: dict[str, Any], runs: Path) -> None:
     """Records the backend and devices of the first anakin run (e.g. 2 forced CPU devices);
     `runs` is the --runs folder the run is in."""

@@ -57,10 +57,8 @@ def test_the_compile_cache_is_written_and_can_be_turned_off(tmp_path):
     assert not off.exists()
 
 
-def test_the_host_cpu_names_its_model_and_widest_vector_extension(tmp_path, monkeypatch):
+def test_the_host_cpu_names_its_model_and_widest_vector_extension(tmp_path):
     """Result files and each run's config.json record the CPU that XLA compiled for."""
-    import builtins
-
     from anakin import _xla
 
     cpuinfo = tmp_path / "cpuinfo"
@@ -68,14 +66,9 @@ def test_the_host_cpu_names_its_model_and_widest_vector_extension(tmp_path, monk
         "processor\t: 0\nmodel name\t: Some CPU 9000\nflags\t\t: fpu sse4_2 avx avx2 fma\n"
         "processor\t: 1\nmodel name\t: Some CPU 9000\nflags\t\t: fpu sse4_2 avx avx2 fma\n"
     )
-    real_open = builtins.open
-    monkeypatch.setattr(
-        builtins,
-        "open",
-        lambda f, *a, **k: real_open(cpuinfo if f == "/proc/cpuinfo" else f, *a, **k),
-    )
-    assert _xla.host_cpu() == "Some CPU 9000 (avx2)"
+    assert _xla.host_cpu(str(cpuinfo)) == "Some CPU 9000 (avx2)"
     cpuinfo.write_text("model name\t: Other\nflags\t\t: avx512f avx2\n")
-    assert _xla.host_cpu() == "Other (avx512f)"
-    cpuinfo.write_text("")
-    assert _xla.host_cpu()  # no /proc/cpuinfo lines: the platform's name, never empty
+    assert _xla.host_cpu(str(cpuinfo)) == "Other (avx512f)"
+    cpuinfo.write_text("")  # no lines: the platform's name, never empty
+    assert _xla.host_cpu(str(cpuinfo))
+    assert _xla.host_cpu(str(tmp_path / "absent"))  # no such file (not Linux): the same

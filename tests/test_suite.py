@@ -219,6 +219,11 @@ def test_the_reference_table_marks_what_meets_the_published_return():
         "of 8 episodes per seed, CartPole-v1: 64; the mean"
         in reference.table({"reference": meta, "cells": cells})[0]
     )
+    # A file that recorded its host CPU names it; an older one, without the field, does not.
+    assert "(2 CPU cores): every" in lines[0]
+    meta["cpu"] = "Some CPU (avx2)"
+    header = reference.table({"reference": meta, "cells": cells})[0]
+    assert "(2 CPU cores, the last command's on Some CPU (avx2)): every" in header
 
 
 def test_reference_plan_evaluates_noisy_rows_with_more_episodes():
