@@ -62,6 +62,10 @@ class ImpalaConfig:
       normalize_advantages: normalise the V-trace policy-gradient advantages to mean 0, std 1
         over each minibatch on all devices (PPO's, `learning.normalize_advantages`), so the
         policy gradient's scale does not follow the return's.
+      evaluation_average: when set, the evaluation policy acts with a running average of the
+        online parameters, moved this fraction of the way to them after every SGD step (as
+        DQN's and R2D2's option); training acts and learns as without it. None: the online
+        parameters.
       shared_torso: one torso (and LSTM) for policy and value, as Acme's IMPALA networks;
         else two networks of `network`'s shape, so the value loss, whose scale is the
         return's, never shapes the policy's features.
@@ -100,6 +104,7 @@ class ImpalaConfig:
     observation_clip: float = sweepable(10.0)
     normalize_advantages: bool = False
     shared_torso: bool = False
+    evaluation_average: float | None = sweepable(None)
     network: NetworkConfig = NetworkConfig()
 
     def validate(self, layout: Layout, spec: EnvSpec, data_size: int | None = None) -> None:
@@ -125,6 +130,7 @@ class ImpalaState(struct.PyTreeNode):
     sgd_steps: jax.Array  # int32 [], SGD steps taken
     replay: tuple = ()  # on-policy: none
     obs_stats: learning.ObservationStats | tuple = ()  # () unless normalize_observations
+    average_params: Params | tuple = ()  # () unless evaluation_average
 
 
 def impala_loss(
@@ -227,6 +233,7 @@ def make_impala(cfg: ImpalaConfig, spec: EnvSpec, layout: Layout | None = None) 
             params=params,
             opt_state=optimizer.init(params),
             sgd_steps=jnp.int32(0),
+            average_params=params if cfg.evaluation_average is not None else (),
             obs_stats=learning.init_observation_stats(spec) if cfg.normalize_observations else (),
         )
 
@@ -247,7 +254,9 @@ def make_impala(cfg: ImpalaConfig, spec: EnvSpec, layout: Layout | None = None) 
         keys: jax.Array,
         evaluate: bool = False,
     ) -> tuple[jax.Array, Any, dict[str, Any]]:
-        (logits, _), new_core = network.apply(state.params, normalized(state, obs), core, first)
+        (logits, _), new_core = network.apply(
+            learning.acting_params(state, evaluate), normalized(state, obs), core, first
+        )
         logits = policies.masked_logits(logits, policies.action_mask(spec, obs))
         if evaluate:
             action = policies.greedy(logits)
@@ -259,6 +268,7 @@ def make_impala(cfg: ImpalaConfig, spec: EnvSpec, layout: Layout | None = None) 
         state, metrics, grad_norm = learning.sgd_step(
             state, impala_loss, optimizer, network, minibatch, cfg, loss_spec
         )
+        state = learning.follow_average(state, cfg.evaluation_average)
         return state, {**metrics, "grad_norm": grad_norm}
 
     def update(state: ImpalaState, traj: Transition, key: jax.Array):

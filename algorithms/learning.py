@@ -269,10 +269,23 @@ def init_q_state(params: Any, opt_state: Any, replay: Any, averaged: bool) -> QS
     return AveragedQState(**vars(state), average_params=params) if averaged else state
 
 
-def acting_params(state: QState, evaluate: bool) -> Any:
-    """The parameters a Q-learner acts with: the average, where it keeps one, when evaluating;
-    the online parameters otherwise."""
-    return state.average_params if evaluate and isinstance(state, AveragedQState) else state.params
+def acting_params(state: Any, evaluate: bool) -> Any:
+    """The parameters a learner acts with: the running average of its online parameters
+    (`average_params`, where its state keeps one) when evaluating; the online ones otherwise."""
+    average = getattr(state, "average_params", ())
+    return average if evaluate and jax.tree.leaves(average) else state.params
+
+
+def follow_average(state: Any, average_step: float | jax.Array | None) -> Any:
+    """The state with its running average of the online parameters (`average_params`, where
+    it keeps one: `evaluation_average`) moved `average_step` of the way to them, after an SGD
+    step; a state without one as it is."""
+    average = getattr(state, "average_params", ())
+    if not jax.tree.leaves(average):
+        return state
+    return state.replace(
+        average_params=optax.incremental_update(state.params, average, average_step)
+    )
 
 
 def prioritised_q_step(
@@ -306,10 +319,7 @@ def prioritised_q_step(
     )
     replay = replay_lib.update_priorities(state.replay, replay_layout, sample, priorities)
     state = state.replace(target_params=target_params, replay=replay)
-    if isinstance(state, AveragedQState):  # init_q_state made it so: average_step is set
-        average = optax.incremental_update(state.params, state.average_params, average_step)
-        state = state.replace(average_params=average)
-    return state, {**metrics, "grad_norm": grad_norm}
+    return follow_average(state, average_step), {**metrics, "grad_norm": grad_norm}
 
 
 def advantage_moments(advantage: jax.Array) -> jax.Array:

@@ -14,8 +14,8 @@ from anakin.algorithms.dqn import PRESETS, DQNConfig, dqn_loss, make_dqn, n_step
 from anakin.algorithms.networks import NetworkConfig
 from tables import table_q_network
 
-from anakin import algorithms, envs, policy, runner
 from anakin import devices as dev
+from anakin import envs, policy, runner
 from anakin.config import EvalConfig, TrainConfig, check_fields
 from anakin.types import Layout, Transition
 
@@ -335,26 +335,6 @@ def test_evaluation_average_follows_the_online_parameters_and_leaves_training_al
         steps.append(int(learner.sgd_steps))
     assert steps[-1] >= 3 and not _equal(average, dev.unreplicate(state.learner.params))
     assert dev.max_divergence(dev.to_host(state.learner.average_params)) == 0.0
-
-
-@pytest.mark.parametrize("name", ["dqn", "r2d2"])
-def test_evaluation_policy_acts_with_the_average_and_training_with_the_online_parameters(name):
-    entry = algorithms.get(name)
-    cfg = dataclasses.replace(
-        entry.presets["tiny"][0], evaluation_average=0.5, evaluation_epsilon=0.0
-    )
-    algo = entry.make(cfg, CARTPOLE_SPEC, Layout(num_envs=64, num_devices=1, rollout_length=4))
-    state = algo.init(jax.random.PRNGKey(0))
-    assert jax.tree.structure(state.average_params) == jax.tree.structure(state.params)
-    # An average of zeros ties every action, so the evaluation policy takes the first.
-    state = state.replace(average_params=jax.tree.map(jnp.zeros_like, state.params))
-    obs = jax.random.normal(jax.random.PRNGKey(1), (64, 4))
-    first, keys = jnp.ones(64, bool), jax.random.split(jax.random.PRNGKey(2), 64)
-    actor = algo.init_actor(jax.random.PRNGKey(3), 64)
-    greedy, _, _ = algo.act(state, actor, obs, first, keys, evaluate=True)
-    training, _, _ = algo.act(state, actor, obs, first, keys)
-    assert np.all(np.asarray(greedy) == 0)
-    assert np.any(np.asarray(training) != 0)
 
 
 # Names the runner gives its own numbers: an algorithm's metrics must not take them.
