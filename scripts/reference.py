@@ -183,7 +183,8 @@ def table(doc: dict) -> list[str]:
     algos = list(dict.fromkeys(c["algo"] for c in doc["cells"]))
     by = {(c["task"], c["algo"]): c for c in doc["cells"]}
     written = "".join(
-        f"`{e['command']}` on {e['date'][:10]}, then " for e in meta.get("earlier", [])
+        f"`{e['command']}` on {e['date'][:10]}{suite_run.on_host(e.get('cpu'))}, then "
+        for e in meta.get("earlier", [])
     )
     redone = " (each run replacing the cells it ran)" if meta.get("earlier") else ""
     more = {  # rows evaluated with more episodes than the rest (EVAL_EPISODES)
@@ -193,8 +194,9 @@ def table(doc: dict) -> list[str]:
     }
     more_text = "".join(f", {t}: {n:,}" for t, n in more.items())
     lines = [
-        f"Written by {written}`{meta['command']}` on {meta['date'][:10]}{redone} "
-        f"({meta['cpu_count']} CPU cores{suite_run.host_note(meta)}): every algorithm's defaults, "
+        f"Written by {written}`{meta['command']}` on {meta['date'][:10]}"
+        f"{suite_run.on_host(meta.get('cpu'))}{redone} "
+        f"({meta['cpu_count']} CPU cores): every algorithm's defaults, "
         f"{meta['num_seeds']} "
         "seeds in one program per cell, final greedy evaluation of "
         f"{meta['eval_episodes']} episodes per seed{more_text}; the mean "
@@ -243,7 +245,7 @@ def merged(old: dict, new: dict) -> dict:
     order = list(dict.fromkeys([c["algo"] for c in old["cells"]] + list(DISCRETE_ALGOS)))
     order += [x for x in CONTINUOUS_ALGOS if x not in order]
     cells.sort(key=lambda c: (tasks.index(c["task"]), order.index(c["algo"])))
-    earlier = [*a.get("earlier", []), {k: a[k] for k in ("command", "date")}]
+    earlier = [*a.get("earlier", []), {k: a[k] for k in ("command", "date", "cpu") if k in a}]
     earlier = [e for e in earlier if e["command"] != b["command"]]
     if all("command" in c for c in cells):  # only the commands whose cells are still shown
         owners = {c["command"] for c in cells}

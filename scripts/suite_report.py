@@ -17,6 +17,7 @@ import numpy as np
 
 from anakin import stats as suite_stats
 from scripts.suite_ppo import BASELINE
+from scripts.suite_run import on_host
 
 
 def score_runs(result: dict[str, Any], tasks: dict[str, dict[str, Any]]) -> None:
@@ -201,6 +202,8 @@ def merged(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     order = list(tasks)
     runs.sort(key=lambda r: (order.index(r["task"]), columns.index(r["algo"])))
     earlier = [*a.get("earlier", []), {k: a[k] for k in ("command", "argv", "date")}]
+    if a.get("machine", {}).get("cpu"):  # the host each command ran on, where it was recorded
+        earlier[-1]["cpu"] = a["machine"]["cpu"]
     earlier = [e for e in earlier if e["command"] != b["command"]]
     union = {}
     for key in ("train_args", "column_budget_scales", "final_return_source"):
@@ -216,15 +219,21 @@ def commands(suite: dict[str, Any]) -> list[tuple[list[str], str]]:
 
 def markdown(doc: dict[str, Any]) -> str:
     """PREFIX.md: the run's header line, then every table and note of `tables(doc)`."""
-    suite = doc["suite"]
+    return "\n".join([header(doc["suite"]), "", *tables(doc)]) + "\n"
+
+
+def header(suite: dict[str, Any]) -> str:
+    """The header line: the last command, its date, host and seeds, and any earlier ones."""
     header = (
         f"Task suite, size `{suite['size']}`, {suite['date'][:10]}, {suite['machine']['summary']}; "
         f"seeds per task: {seeds_text(suite['seeds'])}; command: `{suite['command']}`"
     )
     if suite.get("earlier"):
-        said = ", then ".join(f"`{e['command']}` ({e['date'][:10]})" for e in suite["earlier"])
+        said = ", then ".join(
+            f"`{e['command']}` ({e['date'][:10]}{on_host(e.get('cpu'))})" for e in suite["earlier"]
+        )
         header += f", merged into the runs of {said} (each run replacing the ones it ran)"
-    return "\n".join([header, "", *tables(doc)]) + "\n"
+    return header
 
 
 def tables(doc: dict[str, Any]) -> list[str]:

@@ -270,9 +270,16 @@ def machine_info() -> dict[str, Any]:
     return info
 
 
+def on_host(cpu: str | None) -> str:
+    """A command's host CPU as its result file's header names it after the command and date
+    (a merged file's commands may have run on different hosts); nothing where the command's
+    record predates the field."""
+    return f", on {cpu}" if cpu else ""
+
+
 def host_note(meta: dict[str, Any]) -> str:
     """The header's note of the host CPU, where a result file recorded one (`meta["cpu"]`, the
-    last command's: a merged file's older cells may have run on another host)."""
+    last command's: a merged file's older runs may have run on another host)."""
     return f", the last command's on {meta['cpu']}" if meta.get("cpu") else ""
 
 

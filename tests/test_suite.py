@@ -219,11 +219,11 @@ def test_the_reference_table_marks_what_meets_the_published_return():
         "of 8 episodes per seed, CartPole-v1: 64; the mean"
         in reference.table({"reference": meta, "cells": cells})[0]
     )
-    # A file that recorded its host CPU names it; an older one, without the field, does not.
-    assert "(2 CPU cores): every" in lines[0]
+    # A command that recorded its host CPU names it; an older one, without the field, does not.
+    assert "reference.py` on 2026-12-02 (2 CPU cores): every" in lines[0]
     meta["cpu"] = "Some CPU (avx2)"
     header = reference.table({"reference": meta, "cells": cells})[0]
-    assert "(2 CPU cores, the last command's on Some CPU (avx2)): every" in header
+    assert "reference.py` on 2026-12-02, on Some CPU (avx2) (2 CPU cores): every" in header
 
 
 def test_reference_plan_evaluates_noisy_rows_with_more_episodes():
@@ -272,6 +272,16 @@ def test_reference_merge_replaces_only_the_cells_run_and_names_both_commands(tmp
     assert first.startswith(
         "Written by `python scripts/reference.py` on 2026-12-02, then `python scripts/"
         "reference.py --tasks CartPole-v1 --algos impala --merge` on 2026-12-04"
+    )
+    # Each command keeps the host it ran on, where it recorded one (the first did not).
+    hosts = {**old, "reference": {**old["reference"], "cpu": "Old CPU (avx512f)"}}
+    later = {**new, "reference": {**new["reference"], "cpu": "New CPU (avx2)"}}
+    both = reference.merged(hosts, later)
+    both["reference"] |= {"cpu_count": 2, "published": reference.PUBLISHED}
+    assert reference.table(both)[0].startswith(
+        "Written by `python scripts/reference.py` on 2026-12-02, on Old CPU (avx512f), then "
+        "`python scripts/reference.py --tasks CartPole-v1 --algos impala --merge` on "
+        "2026-12-04, on New CPU (avx2) (each run"
     )
     again = reference.merged(doc, {**new, "reference": {**new["reference"], "date": "2026-12-05"}})
     assert [e["command"] for e in again["reference"]["earlier"]] == ["python scripts/reference.py"]
@@ -766,6 +776,15 @@ def test_merged_keeps_the_runs_not_rerun_and_scores_them_against_the_new_task_re
     assert got["runs"][2]["seeds"][0]["score"] == pytest.approx(0.5)
     assert got["suite"]["columns"] == ["x", "y"] and got["suite"]["command"] == "b"
     assert [e["command"] for e in got["suite"]["earlier"]] == ["a"]
+    assert "cpu" not in got["suite"]["earlier"][0]  # "a" recorded no host
+    # A command that recorded its host keeps it, and the header names it after its date.
+    old["suite"]["machine"] = {"cpu": "Old CPU (avx512f)"}
+    got = suite_report.merged(old, new)
+    assert got["suite"]["earlier"][0]["cpu"] == "Old CPU (avx512f)"
+    header = suite_report.header(
+        {**got["suite"], "size": "cpu", "seeds": {"*": 4}, "machine": {"summary": "s"}}
+    )
+    assert "merged into the runs of `a` (2026-12-04, on Old CPU (avx512f))" in header
 
 
 def test_suite_without_rliable_stops_in_one_line_before_anything_runs(
