@@ -36,8 +36,8 @@ from anakin.types import Algorithm, AlgorithmEntry, Layout, Metrics, Params, Tra
 
 @dataclasses.dataclass(frozen=True)
 class ImpalaConfig:
-    """IMPALA hyperparameters; the defaults are the `default` preset's, and follow Acme's
-    IMPALA where it suits small tasks.
+    """IMPALA hyperparameters; the defaults are the `default` preset's (but for
+    `evaluation_average`, below), and follow Acme's IMPALA where it suits small tasks.
 
     Attributes:
       discount: per-step discount, cut to 0 only by termination (truncation bootstraps).
@@ -65,7 +65,16 @@ class ImpalaConfig:
       evaluation_average: when set, the evaluation policy acts with a running average of the
         online parameters, moved this fraction of the way to them after every SGD step (as
         DQN's and R2D2's option); training acts and learns as without it. None: the online
-        parameters.
+        parameters, as runs written before the option were evaluated (so their config.json,
+        which lacks the field, still resumes). The `default` preset sets 0.01, about 12,800 env
+        steps of its 2 SGD steps per 256, on the CPU layout with vector observations; the
+        accelerator layout and images keep None, where it was not measured. On the same
+        training runs of the reference rows (8 seeds) it ended CartPole at 150k env steps at 500
+        against 448 (every seed at 498 or above; the online parameters left one at 84) and
+        FourRooms at 0.993 against 0.961, Acrobot and DiscountingChain alike
+        (scripts/results/impala_average_reference_8seeds.md); the 14-task suite and the
+        wall-clock suite tie (IQM 0.71 against 0.70, 1.00 against 1.00), with some tasks lower
+        (sweep_impala_average.md, time_impala_average.md; docs/algorithms.md).
       shared_torso: one torso (and LSTM) for policy and value, as Acme's IMPALA networks;
         else two networks of `network`'s shape, so the value loss, whose scale is the
         return's, never shapes the policy's features.
@@ -301,7 +310,7 @@ _ARCH = ArchConfig(num_envs=16)
 _PLAIN_ADAM = {"adam_keep_max": False, "update_rms_clip": math.inf}
 
 PRESETS: dict[str, tuple[ImpalaConfig, ArchConfig]] = {
-    "default": (ImpalaConfig(), _ARCH),
+    "default": (ImpalaConfig(evaluation_average=0.01), _ARCH),
     # The defaults before the stability sweep (8 minibatches, b2 0.99), as measured with a core.
     "lstm": (
         ImpalaConfig(
@@ -355,6 +364,7 @@ ACCELERATOR = {
     "arch.total_env_steps": 4_000_000,
     "algo.num_sgd_steps_per_step": 8,
     "algo.learning_rate": 1e-3,
+    "algo.evaluation_average": None,  # measured on the CPU layout only (ImpalaConfig's note)
     # Plain Adam: with the CPU layout's AMSGrad (ImpalaConfig's note) CartPole over 1.5M env
     # steps learnt slower still (56% of calls after 500k below half against 46%, a seed ending at
     # 358; stability.md), and DeepSea stayed learnt either way (stability_deepsea.md).
@@ -368,6 +378,7 @@ ACCELERATOR = {
 # (scripts/results/large_batch_images.md). On the CPU layout this is its default already.
 IMAGES = {
     "algo.learning_rate": 2e-3,
+    "algo.evaluation_average": None,  # measured on vector observations only
     # Plain Adam, as the conv torso's runs were measured (scripts/results/image_torso_10m.md).
     **{f"algo.{k}": v for k, v in _PLAIN_ADAM.items()},
 }

@@ -196,6 +196,21 @@ def test_cli_refuses_mismatched_resume(saved_run, capsys):
     assert "algo.learning_rate: saved 0.002, now 0.5" in capsys.readouterr().err
 
 
+def test_an_impala_run_saved_before_its_evaluation_average_resumes(saved_run, tmp_path):
+    """A config.json written before IMPALA had `evaluation_average` lacks the field: it reads
+    back as None (the online parameters, the state that run saved), not as the default preset's
+    0.01, whose state would not match the checkpoint."""
+    from anakin import cli
+
+    old = copy_run(saved_run, tmp_path / "old")
+    data = json.loads((old / "config.json").read_text())
+    del data["config"]["algo"]["evaluation_average"]
+    (old / "config.json").write_text(json.dumps(data))
+    assert runner.load_saved_config(old, "impala").algo.evaluation_average is None
+    assert cli.main(["train", "impala", "--resume", str(old), "--arch.total-env-steps", "320"]) == 0
+    assert json.loads((old / "summary.json").read_text())["env_steps"] == 320
+
+
 def test_non_finite_loss_stops_without_a_nan_checkpoint(tmp_path):
     # test-NaNAfter's rewards turn NaN after 40 steps of each environment; tiny runs 8 steps
     # per environment per call, so the loss goes NaN during call 6 (env steps 321..384). No

@@ -359,11 +359,11 @@ def test_replay_learners_accelerator_layouts_take_their_own_image_setting(
     assert (small.arch.layout, getattr(small.algo, field)) == ("cpu", cpu)
 
 
-@pytest.mark.parametrize(("algo", "step"), [("dqn", 0.001), ("r2d2", 0.004)])
-def test_replay_learners_evaluate_with_their_average_where_it_was_measured_only(algo, step):
-    """The evaluation average (DQN 0.001, R2D2 0.004): the CPU layout on vectors, where it was
-    measured; the accelerator layout and images keep the online parameters, and a value you
-    set is kept."""
+@pytest.mark.parametrize(("algo", "step"), [("dqn", 0.001), ("r2d2", 0.004), ("impala", 0.01)])
+def test_learners_evaluate_with_their_average_where_it_was_measured_only(algo, step):
+    """The evaluation average (DQN 0.001, R2D2 0.004, IMPALA 0.01): the CPU layout on vectors,
+    where it was measured; the accelerator layout and images keep the online parameters, and a
+    value you set is kept."""
 
     def average(*flags):
         return launch.resolve(algo, flags=list(flags)).cfg.algo.evaluation_average
