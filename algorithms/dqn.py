@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 import jax
 import jax.numpy as jnp
@@ -126,6 +126,10 @@ class DQNConfig:
     dueling: bool = False
     advantage_learning: float | None = sweepable(None)
     network: NetworkConfig = NetworkConfig(hidden_sizes=(64, 64))
+
+    # What a config saved before each field existed reads (config.from_dict): those runs
+    # trained and evaluated without either.
+    ADDED_LATER: ClassVar[dict[str, Any]] = {"evaluation_average": None, "advantage_learning": None}
 
     @property
     def transition_length(self) -> int:

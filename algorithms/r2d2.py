@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 import flax.struct as struct
 import jax
@@ -146,6 +146,10 @@ class R2D2Config:
     dueling: bool = False
     advantage_learning: float | None = sweepable(0.5)
     network: NetworkConfig = NetworkConfig(hidden_sizes=(64,), lstm_size=64)
+
+    # What a config saved before each field existed reads (config.from_dict): those runs
+    # trained and evaluated without either.
+    ADDED_LATER: ClassVar[dict[str, Any]] = {"evaluation_average": None, "advantage_learning": None}
 
     @property
     def sequence_length(self) -> int:

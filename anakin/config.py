@@ -601,7 +601,12 @@ def to_dict(cfg: Any) -> dict[str, Any]:
 
 def from_dict(cls: type, data: Any, prefix: str = "") -> Any:
     """Rebuilds a (nested) config dataclass from `to_dict`'s output; unknown keys are errors.
-    Values are not checked here (see `check_fields`); `prefix` names `cls` in messages."""
+    Values are not checked here (see `check_fields`); `prefix` names `cls` in messages.
+
+    A field missing from `data` takes its default, or, where the class lists it in its
+    `ADDED_LATER` dict, the value runs saved before the field existed trained with: a config
+    saved then rebuilds the run it was (and the state its checkpoints hold), not today's
+    default."""
     if not isinstance(data, dict):
         raise SettingTypeError(f"{prefix.rstrip('.') or cls.__name__}={data!r} must be a dict")
     hints = typing.get_type_hints(cls)
@@ -609,7 +614,7 @@ def from_dict(cls: type, data: Any, prefix: str = "") -> Any:
     unknown = set(data) - set(fields)
     if unknown:
         raise ValueError(f"{cls.__name__} has no field(s) {sorted(unknown)}")
-    kwargs = {}
+    kwargs = {k: v for k, v in getattr(cls, "ADDED_LATER", {}).items() if k not in data}
     for name, value in data.items():
         kwargs[name] = _coerce(hints[name], value, f"{prefix}{name}.")
     return cls(**kwargs)

@@ -196,19 +196,44 @@ def test_cli_refuses_mismatched_resume(saved_run, capsys):
     assert "algo.learning_rate: saved 0.002, now 0.5" in capsys.readouterr().err
 
 
-def test_an_impala_run_saved_before_its_evaluation_average_resumes(saved_run, tmp_path):
-    """A config.json written before IMPALA had `evaluation_average` lacks the field: it reads
-    back as None (the online parameters, the state that run saved), not as the default preset's
-    0.01, whose state would not match the checkpoint."""
-    from anakin import cli
+# Fields added after runs were saved, which change the training state or the computation.
+ADDED = {
+    "impala": {"evaluation_average": None},
+    "dqn": {"evaluation_average": None, "advantage_learning": None},
+    "r2d2": {"evaluation_average": None, "advantage_learning": None},
+}
 
-    old = copy_run(saved_run, tmp_path / "old")
-    data = json.loads((old / "config.json").read_text())
-    del data["config"]["algo"]["evaluation_average"]
-    (old / "config.json").write_text(json.dumps(data))
-    assert runner.load_saved_config(old, "impala").algo.evaluation_average is None
-    assert cli.main(["train", "impala", "--resume", str(old), "--arch.total-env-steps", "320"]) == 0
-    assert json.loads((old / "summary.json").read_text())["env_steps"] == 320
+
+@pytest.mark.parametrize("name", list(ADDED))
+def test_a_run_saved_before_a_field_existed_resumes_as_it_trained(name, tmp_path):
+    """A config.json written before `evaluation_average` (and, for the Q-learners,
+    `advantage_learning`) existed lacks those fields: they read back as the value that run
+    trained with (`ADDED_LATER`: None), not as today's default, whose state (an average of the
+    parameters) its checkpoint would not hold."""
+    from anakin import algorithms, cli
+
+    entry, added = algorithms.get(name), ADDED[name]
+    cfg, arch = entry.presets["tiny"]
+    per_call = arch.num_envs * arch.rollout_length * arch.updates_per_call
+    old_run = TrainConfig(
+        algo=dataclasses.replace(cfg, **added),
+        arch=dataclasses.replace(arch, total_env_steps=2 * per_call),
+        out=str(tmp_path),
+        run_name="old",
+        quiet=True,
+        eval=EvalConfig(episodes=0),
+        checkpoint=CheckpointConfig(every_env_steps=per_call),
+    )
+    run = runner.train(name, old_run).run_dir
+    data = json.loads((run / "config.json").read_text())
+    for field in added:
+        del data["config"]["algo"][field]
+    (run / "config.json").write_text(json.dumps(data))
+    saved = runner.load_saved_config(run, name).algo
+    assert all(getattr(saved, field) == value for field, value in added.items())
+    longer = str(4 * per_call)
+    assert cli.main(["train", name, "--resume", str(run), "--arch.total-env-steps", longer]) == 0
+    assert json.loads((run / "summary.json").read_text())["env_steps"] == int(longer)
 
 
 def test_non_finite_loss_stops_without_a_nan_checkpoint(tmp_path):

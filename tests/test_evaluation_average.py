@@ -71,7 +71,7 @@ def test_an_on_policy_learners_average_follows_its_parameters_and_leaves_trainin
     name, tmp_path
 ):
     cfg, arch = algorithms.get(name).presets["tiny"]
-    cfg = dataclasses.replace(cfg, **ONE_SGD_STEP[name])
+    cfg = dataclasses.replace(cfg, **ONE_SGD_STEP[name], evaluation_average=None)
     base = TrainConfig(
         algo=cfg,
         arch=dataclasses.replace(arch, updates_per_call=1),
