@@ -143,7 +143,13 @@ class ImpalaState(struct.PyTreeNode):
     sgd_steps: jax.Array  # int32 [], SGD steps taken
     replay: tuple = ()  # on-policy: none
     obs_stats: learning.ObservationStats | tuple = ()  # () unless normalize_observations
-    average_params: Params | tuple = ()  # () unless evaluation_average
+
+
+class AveragedImpalaState(ImpalaState):
+    """An ImpalaState with the running average of the parameters that the evaluation policy acts
+    with (`evaluation_average`; `learning.with_average`)."""
+
+    average_params: Params = ()
 
 
 def impala_loss(
@@ -242,13 +248,14 @@ def make_impala(cfg: ImpalaConfig, spec: EnvSpec, layout: Layout | None = None) 
 
     def init(key: jax.Array) -> ImpalaState:
         params = network.init(key)
-        return ImpalaState(
+        state = ImpalaState(
             params=params,
             opt_state=optimizer.init(params),
             sgd_steps=jnp.int32(0),
-            average_params=params if cfg.evaluation_average is not None else (),
             obs_stats=learning.init_observation_stats(spec) if cfg.normalize_observations else (),
         )
+        averaged = cfg.evaluation_average is not None
+        return learning.with_average(state, AveragedImpalaState, averaged)
 
     def init_actor(key: jax.Array, num_envs: int):
         del key

@@ -262,11 +262,19 @@ class AveragedQState(QState):
     average_params: Any
 
 
+def with_average(state: Any, averaged_cls: type, averaged: bool) -> Any:
+    """`state`, or, when `averaged`, the same state as `averaged_cls` (its class's subclass
+    with an `average_params` field) with the average equal to the online parameters. A
+    subclass rather than a field of every state: a state without the option keeps the tree
+    structure that checkpoints written before the option hold."""
+    return averaged_cls(**vars(state), average_params=state.params) if averaged else state
+
+
 def init_q_state(params: Any, opt_state: Any, replay: Any, averaged: bool) -> QState:
     """The state before any SGD step: the target and any average equal to the online
     parameters."""
     state = QState(params, params, opt_state, replay, jnp.int32(0))
-    return AveragedQState(**vars(state), average_params=params) if averaged else state
+    return with_average(state, AveragedQState, averaged)
 
 
 def acting_params(state: Any, evaluate: bool) -> Any:

@@ -192,7 +192,13 @@ class PPOState(struct.PyTreeNode):
     replay: tuple = ()  # on-policy: none
     obs_stats: learning.ObservationStats | tuple = ()  # () unless normalize_observations
     value_stats: learning.ObservationStats | tuple = ()  # () unless normalize_values
-    average_params: Params | tuple = ()  # () unless evaluation_average
+
+
+class AveragedPPOState(PPOState):
+    """A PPOState with the running average of the parameters that the evaluation policy acts
+    with (`evaluation_average`; `learning.with_average`)."""
+
+    average_params: Params = ()
 
 
 class PPOBatch(NamedTuple):
@@ -411,14 +417,14 @@ def make_ppo(cfg: PPOConfig, spec: EnvSpec, layout: Layout) -> Algorithm:
 
     def init(key: jax.Array) -> PPOState:
         params = network.init(key)
-        return PPOState(
+        state = PPOState(
             params=params,
             opt_state=optimizer.init(params),
             sgd_steps=jnp.int32(0),
-            average_params=params if cfg.evaluation_average is not None else (),
             obs_stats=learning.init_observation_stats(spec) if cfg.normalize_observations else (),
             value_stats=learning.init_value_stats() if cfg.normalize_values else (),
         )
+        return learning.with_average(state, AveragedPPOState, cfg.evaluation_average is not None)
 
     def init_actor(key: jax.Array, num_envs: int):
         del key
