@@ -117,7 +117,7 @@ class PPOConfig:
         DQN's and R2D2's option); training acts and learns as without it. None (the
         default): the online parameters. Measured on the reference rows (4 seeds, the same
         training runs), 0.001 and 0.004 moved no row past its published return: Pendulum -171
-        and -175 against -181 on this host, the other rows within their noise
+        and -175 against -181 (on an AMD EPYC host with AVX2), the other rows within their noise
         (scripts/results/ppo_average_reference.md).
       shared_torso: one torso (and LSTM) for policy and value, else two separate networks.
         Shared halves the SGD arithmetic, but on CartPole at PureJaxRL's settings it learns

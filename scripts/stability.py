@@ -211,7 +211,6 @@ CANDIDATES = {
             *("--sweep", "algo.evaluation_average=1,0.004"),
         ],
     ),
-    # A longer average there: 0.001 spans about 64,000 env steps of the accelerator layout.
     # IMPALA's evaluation policy with the average (its option since the Q-learners'): 0.01 spans
     # about 12,800 env steps of its 2 SGD steps per 256; it ended a CartPole reference seed at
     # 500 where the online parameters ended it at 84 (impala_average_reference.md).
@@ -220,6 +219,7 @@ CANDIDATES = {
         "impala",
         ["--arch.seed", "100", "--sweep", "algo.evaluation_average=1,0.01"],
     ),
+    # A longer average there: 0.001 spans about 64,000 env steps of the accelerator layout.
     "dqn accelerator, evaluation average 0.001": (
         "dqn",
         ["--arch.layout", "accelerator", "--sweep", "algo.evaluation_average=0.001"],
