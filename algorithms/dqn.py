@@ -128,8 +128,12 @@ class DQNConfig:
     network: NetworkConfig = NetworkConfig(hidden_sizes=(64, 64))
 
     # What a config saved before each field existed reads (config.from_dict): those runs
-    # trained and evaluated without either.
-    ADDED_LATER: ClassVar[dict[str, Any]] = {"evaluation_average": None, "advantage_learning": None}
+    # trained with a fixed epsilon and evaluated without an average or advantage learning.
+    ADDED_LATER: ClassVar[dict[str, Any]] = {
+        "epsilon_decay_steps": 0,
+        "evaluation_average": None,
+        "advantage_learning": None,
+    }
 
     @property
     def transition_length(self) -> int:

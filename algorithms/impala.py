@@ -116,9 +116,15 @@ class ImpalaConfig:
     evaluation_average: float | None = sweepable(0.01)
     network: NetworkConfig = NetworkConfig()
 
-    # What a config saved before the field existed reads (config.from_dict): those runs
-    # evaluated with the online parameters.
-    ADDED_LATER: ClassVar[dict[str, Any]] = {"evaluation_average": None}
+    # What a config saved before each field existed reads (config.from_dict): the value those
+    # runs trained with, where today's default differs (one torso, plain Adam with no cap, the
+    # online parameters to evaluate).
+    ADDED_LATER: ClassVar[dict[str, Any]] = {
+        "shared_torso": True,
+        "update_rms_clip": math.inf,
+        "adam_keep_max": False,
+        "evaluation_average": None,
+    }
 
     def validate(self, layout: Layout, spec: EnvSpec, data_size: int | None = None) -> None:
         """Raises ValueError, naming the numbers, for settings that do not work together or

@@ -13,7 +13,7 @@ import math
 import numbers
 import types
 import typing
-from typing import Any, Generic, Literal, NamedTuple, TypeVar
+from typing import Any, ClassVar, Generic, Literal, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -83,6 +83,10 @@ class ArchConfig:
     seed: int = 0
     desync_steps: int = 128
     layout: Literal["auto", "cpu", "accelerator"] = "auto"
+
+    # What a config saved before each field existed reads (`from_dict`): those runs started
+    # every environment at reset and used the preset as written.
+    ADDED_LATER: ClassVar[dict[str, Any]] = {"desync_steps": 0, "layout": "cpu"}
 
     def validate(self, num_devices: int) -> None:
         """Raises DeviceFitError naming the numbers that do not work together (each field's

@@ -4,6 +4,7 @@ test_resume.py's."""
 
 import dataclasses
 import json
+import math
 import os
 import shutil
 import signal
@@ -19,7 +20,7 @@ from anakin.algorithms import bc, impala
 
 from anakin import checkpoint, runner
 from anakin import dataset as dataset_lib
-from anakin.checkpoint import Checkpointer, CheckpointError
+from anakin.checkpoint import Checkpointer, CheckpointError, write_manifest
 from anakin.config import ArchConfig, CheckpointConfig, EvalConfig, TrainConfig
 
 
@@ -196,20 +197,29 @@ def test_cli_refuses_mismatched_resume(saved_run, capsys):
     assert "algo.learning_rate: saved 0.002, now 0.5" in capsys.readouterr().err
 
 
-# Fields added after runs were saved, which change the training state or the computation.
+# Fields added after runs were saved whose default is not what those runs trained with: the
+# value each `ADDED_LATER` dict must give back (found by reading every config class's fields and
+# defaults through the project's history). Listed here rather than read from the classes, so
+# that emptying a class's dict fails this test.
 ADDED = {
-    "impala": {"evaluation_average": None},
-    "dqn": {"evaluation_average": None, "advantage_learning": None},
-    "r2d2": {"evaluation_average": None, "advantage_learning": None},
+    "impala": {
+        "evaluation_average": None,
+        "shared_torso": True,
+        "update_rms_clip": math.inf,
+        "adam_keep_max": False,
+    },
+    "dqn": {"evaluation_average": None, "advantage_learning": None, "epsilon_decay_steps": 0},
+    "r2d2": {"evaluation_average": None, "advantage_learning": None, "epsilon_decay_steps": 0},
 }
+ARCH_ADDED = {"desync_steps": 0, "layout": "cpu"}
 
 
 @pytest.mark.parametrize("name", list(ADDED))
 def test_a_run_saved_before_a_field_existed_resumes_as_it_trained(name, tmp_path):
-    """A config.json written before `evaluation_average` (and, for the Q-learners,
-    `advantage_learning`) existed lacks those fields: they read back as the value that run
-    trained with (`ADDED_LATER`: None), not as today's default, whose state (an average of the
-    parameters) its checkpoint would not hold."""
+    """A config.json written before a field existed lacks it: the field reads back as the value
+    that run trained with (`ADDED_LATER`), not as today's default, which would change its
+    training on resume or, for those that shape the state (an average of the parameters, a
+    second network, AMSGrad's running maximum), not match what its checkpoint holds."""
     from anakin import algorithms, cli
 
     entry, added = algorithms.get(name), ADDED[name]
@@ -217,7 +227,7 @@ def test_a_run_saved_before_a_field_existed_resumes_as_it_trained(name, tmp_path
     per_call = arch.num_envs * arch.rollout_length * arch.updates_per_call
     old_run = TrainConfig(
         algo=dataclasses.replace(cfg, **added),
-        arch=dataclasses.replace(arch, total_env_steps=2 * per_call),
+        arch=dataclasses.replace(arch, total_env_steps=2 * per_call, **ARCH_ADDED),
         out=str(tmp_path),
         run_name="old",
         quiet=True,
@@ -228,9 +238,20 @@ def test_a_run_saved_before_a_field_existed_resumes_as_it_trained(name, tmp_path
     data = json.loads((run / "config.json").read_text())
     for field in added:
         del data["config"]["algo"][field]
+    for field in ARCH_ADDED:
+        del data["config"]["arch"][field]
     (run / "config.json").write_text(json.dumps(data))
-    saved = runner.load_saved_config(run, name).algo
-    assert all(getattr(saved, field) == value for field, value in added.items())
+    for step_dir in (run / "checkpoints").iterdir():  # each checkpoint's own record, as then
+        meta = json.loads((step_dir / "meta" / "metadata").read_text())
+        meta["config"]["algo"] = {k: v for k, v in meta["config"]["algo"].items() if k not in added}
+        meta["config"]["arch"] = {
+            k: v for k, v in meta["config"]["arch"].items() if k not in ARCH_ADDED
+        }
+        (step_dir / "meta" / "metadata").write_text(json.dumps(meta))
+        write_manifest(step_dir)
+    saved = runner.load_saved_config(run, name)
+    assert {field: getattr(saved.algo, field) for field in added} == added
+    assert {field: getattr(saved.arch, field) for field in ARCH_ADDED} == ARCH_ADDED
     longer = str(4 * per_call)
     assert cli.main(["train", name, "--resume", str(run), "--arch.total-env-steps", longer]) == 0
     assert json.loads((run / "summary.json").read_text())["env_steps"] == int(longer)
