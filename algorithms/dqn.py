@@ -128,7 +128,8 @@ class DQNConfig:
     network: NetworkConfig = NetworkConfig(hidden_sizes=(64, 64))
 
     # What a config saved before each field existed reads (config.from_dict): those runs
-    # trained with a fixed epsilon and evaluated without an average or advantage learning.
+    # trained with a fixed epsilon and no advantage learning, and evaluated with the online
+    # parameters.
     ADDED_LATER: ClassVar[dict[str, Any]] = {
         "epsilon_decay_steps": 0,
         "evaluation_average": None,
