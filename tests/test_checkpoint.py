@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -255,6 +256,41 @@ def test_a_run_saved_before_a_field_existed_resumes_as_it_trained(name, tmp_path
     longer = str(4 * per_call)
     assert cli.main(["train", name, "--resume", str(run), "--arch.total-env-steps", longer]) == 0
     assert json.loads((run / "summary.json").read_text())["env_steps"] == int(longer)
+
+
+def test_config_history_reads_fields_defaults_and_added_later_without_importing():
+    from scripts import config_history
+
+    source = """
+class FooConfig:
+    a: float = sweepable(0.99)
+    b: int = 20_000
+    c: str = resumable("runs")
+    d: float = math.inf
+    ADDED_LATER: ClassVar[dict[str, Any]] = {"d": 1.0}
+
+class Other:
+    x: int = 1
+"""
+    assert config_history.config_classes(source) == {
+        "FooConfig": ({"a": "0.99", "b": "20000", "c": "'runs'", "d": "math.inf"}, {"d"})
+    }
+
+
+def test_every_default_changed_after_its_field_was_added_is_in_added_later():
+    """scripts/config_history.py over this checkout's history: a field added after its class,
+    whose default has changed since, needs an `ADDED_LATER` entry (runs saved before it)."""
+    from scripts import config_history
+
+    root = Path(__file__).resolve().parent.parent
+    probe = subprocess.run(
+        ["git", "rev-parse", "--is-shallow-repository"], cwd=root, capture_output=True, text=True
+    )
+    if probe.returncode or probe.stdout.strip() != "false":
+        pytest.skip("needs the whole git history")
+    rows = config_history.uncovered_changes()
+    assert ("ImpalaConfig", "shared_torso") in {(r[0], r[1]) for r in rows}
+    assert [f"{r[0]}.{r[1]}" for r in rows if not r[5]] == []
 
 
 def test_non_finite_loss_stops_without_a_nan_checkpoint(tmp_path):
